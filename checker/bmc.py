@@ -1,0 +1,219 @@
+"""Bounded model checking with z3, incremental over depth (after pySMT's BMC: `x@t` symbols).
+
+One solver for the whole run. At depth t one query asks whether any open property or any lemma
+(specs/lemmas.py) fails at state t; if none does, all of them are asserted at t: they hold there
+on every path, so they are facts, and they make the next depth's query about one step. If some
+goal fails, each is asked on its own: a failing property gets its counterexample (the shortest,
+since every earlier depth was unsat), a failing lemma is just no longer used.
+
+A found model is made readable (smallest pools first, then lengths, by repeated tightening), then
+re-run through the concrete interpretation: a trace the concrete model does not follow is an
+encoding bug, raised as `TraceMismatch`, never reported as a counterexample.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+
+from model.ops import Symbolic
+from model.system import System
+from specs.lemmas import LEMMAS
+from specs.properties import PROPERTIES, Property
+
+from .encode import ModelOracle, Unrolling, eval_params, eval_state
+from .trace import Step, Trace, run_concrete
+from .verdict import Verdict
+
+
+@dataclass
+class Result:
+    property: str
+    verdict: Verdict
+    depth: int  # violation depth, or the bound reached
+    trace: Trace | None = None
+    witness_depth: int | None = None
+    reason: str = ""
+    seconds: float = 0.0
+    solver_seconds: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def words(self) -> str:
+        return self.verdict.words(self.depth)
+
+
+Progress = Callable[[int, float, dict[str, str]], None]
+
+
+class BMC:
+    def __init__(self, system: System, props: list[str] | None = None, timeout_ms: int = 0, minimize: bool = True,
+                 minimize_rounds: int = 12, use_lemmas: bool = True) -> None:
+        self.system = system
+        self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
+        self.timeout_ms = timeout_ms
+        self.minimize = minimize
+        self.minimize_rounds = minimize_rounds
+        self.use_lemmas = use_lemmas
+
+    def _solver(self) -> Any:
+        s = z3.Solver()
+        if self.timeout_ms:
+            s.set("timeout", self.timeout_ms)
+        return s
+
+    def _eval_prop(self, fn: Any, u: Unrolling, t: int, tag: str, solver: Any) -> Any:
+        ops = Symbolic(t, prefix=f"{tag}.")
+        x = self.system.ctx(ops, u.params)
+        phi = fn(x, u.states[t])
+        for c in ops.constraints:
+            solver.add(c)
+        return phi
+
+    def run(self, max_depth: int, progress: Progress | None = None, stop: Callable[..., bool] | None = None) -> dict[str, Result]:
+        """Check every property at depths 0..max_depth; see the module docstring. `stop(t, witness,
+        open)` may end the run after depth t (a proof has covered the deeper depths)."""
+        t0 = time.perf_counter()
+        u = Unrolling(self.system)
+        solver = self._solver()
+        for c in u.init_cons:
+            solver.add(c)
+        results: dict[str, Result] = {}
+        open_props = list(self.props)
+        lemmas = [(f"lemma:{n}", lm.holds) for n, lm in LEMMAS.items()] if self.use_lemmas else []
+        dropped: list[str] = []
+        witness: dict[str, int | None] = {p.name: None for p in self.props}
+        solver_time = 0.0
+        status: dict[str, str] = {p.name: "open" for p in self.props}
+        reached = max_depth
+
+        def timed_check(*assumptions: Any) -> Any:
+            nonlocal solver_time
+            ts = time.perf_counter()
+            r = solver.check(*assumptions)
+            solver_time += time.perf_counter() - ts
+            return r
+
+        for t in range(max_depth + 1):
+            if t > 0:
+                for c in u.extend():
+                    solver.add(c)
+            goals = [(p.name, self._eval_prop(p.holds, u, t, p.name, solver)) for p in open_props]
+            goals += [(n, self._eval_prop(fn, u, t, n, solver)) for n, fn in lemmas]
+            goals = [(n, g) for n, g in goals if g is not True]
+            if any(g is False for _, g in goals):
+                bad = [n for n, g in goals if g is False]
+                raise AssertionError(f"{bad} are false by construction at depth {t}: the property or the model is malformed")
+            r = z3.unsat
+            if goals:
+                solver.push()
+                solver.add(z3.Or(*[z3.Not(g) for _, g in goals]))
+                r = timed_check()
+                solver.pop()
+            failing: dict[str, Any] = {}
+            if r != z3.unsat:  # someone fails (or the solver gave up): ask each goal on its own
+                for n, g in goals:
+                    solver.push()
+                    solver.add(z3.Not(g))
+                    ri = timed_check()
+                    if ri == z3.sat:
+                        model = solver.model()
+                        if not n.startswith("lemma:"):
+                            if self.minimize:
+                                model = self._minimize(solver, u, model)
+                            failing[n] = self._trace(u, model, t, n)
+                        else:
+                            failing[n] = None
+                    elif ri == z3.unknown:
+                        failing[n] = solver.reason_unknown()
+                    solver.pop()
+            for n, g in goals:
+                if n not in failing:
+                    solver.add(g)  # proven at depth t on every path: a fact from now on
+            for n, what in failing.items():
+                if n.startswith("lemma:"):
+                    lemmas = [(m, fn) for m, fn in lemmas if m != n]
+                    dropped.append(f"{n}@{t}")
+                    continue
+                p = PROPERTIES[n]
+                open_props.remove(p)
+                if isinstance(what, Trace):
+                    results[n] = Result(n, Verdict.VIOLATED, t, what, witness[n], seconds=time.perf_counter() - t0)
+                    status[n] = f"violated@{t}"
+                else:
+                    results[n] = Result(n, Verdict.UNKNOWN, t, reason=str(what), seconds=time.perf_counter() - t0)
+                    status[n] = "unknown"
+            for p in self.props:
+                if witness[p.name] is not None or (p.name in results and results[p.name].verdict is Verdict.VIOLATED):
+                    continue
+                w = self._eval_prop(p.witness, u, t, f"witness.{p.name}", solver)
+                if w is False:
+                    continue
+                solver.push()
+                if w is not True:
+                    solver.add(w)
+                rw = timed_check()
+                solver.pop()
+                if rw == z3.sat:
+                    witness[p.name] = t
+            if progress:
+                progress(t, time.perf_counter() - t0, dict(status))
+            if not open_props:
+                break
+            if stop is not None and stop(t, dict(witness), [p.name for p in open_props]):
+                reached = t
+                break
+        for p in open_props:
+            v = Verdict.HOLDS_TO_DEPTH if witness[p.name] is not None else Verdict.VACUOUS
+            results[p.name] = Result(p.name, v, reached, None, witness[p.name], seconds=time.perf_counter() - t0)
+        for res in results.values():
+            res.solver_seconds = solver_time
+            res.meta["lemmas_dropped"] = list(dropped)
+            if res.witness_depth is None and res.verdict is not Verdict.VIOLATED:
+                res.witness_depth = witness[res.property]
+        return {p.name: results[p.name] for p in self.props}
+
+    # -- readable counterexamples -------------------------------------------------------------------
+    def _objectives(self, u: Unrolling) -> list[Any]:
+        p = u.params
+
+        def total(vals: list[Any]) -> Any:
+            terms = [v for v in vals if not isinstance(v, (bool, int))]
+            return z3.Sum(terms) if terms else None
+
+        pools = total([p.full_tokens, p.swa_tokens, *p.warm_len, p.req_pool_size])
+        lengths = total([*p.input_len, *p.max_new_tokens])
+        knobs = total([p.sliding_window_size, p.chunked_prefill_size, p.max_prefill_tokens])
+        return [o for o in (pools, lengths, knobs) if o is not None]
+
+    def _minimize(self, solver: Any, u: Unrolling, model: Any) -> Any:
+        budget = self.minimize_rounds
+        for obj in self._objectives(u):
+            solver.push()
+            best = model.eval(obj, model_completion=True).as_long()
+            while budget > 0:
+                budget -= 1
+                solver.push()
+                solver.add(obj < best)
+                r = solver.check()
+                if r != z3.sat:
+                    solver.pop()
+                    break
+                model = solver.model()
+                best = model.eval(obj, model_completion=True).as_long()
+                solver.pop()
+            solver.add(obj == best)  # keep this objective while tightening the next one
+        for _ in self._objectives(u):
+            solver.pop()
+        return model
+
+    def _trace(self, u: Unrolling, model: Any, depth: int, prop: str) -> Trace:
+        params = eval_params(u.params, model)
+        expected = [eval_state(u.states[t], model) for t in range(depth + 1)]
+        states, picks = run_concrete(
+            self.system, params, [("event_loop_iteration", None)] * depth, oracle_for=lambda t: ModelOracle(model, t), expected=expected
+        )
+        steps = [Step("event_loop_iteration", picks[t], states[t + 1]) for t in range(depth)]
+        return Trace(self.system.cfg, self.system.design, params, states[0], steps, prop, "bmc")

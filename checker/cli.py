@@ -1,0 +1,304 @@
+"""The `kvmc` command line.
+
+    kvmc list                 designs, fixes, properties, lemmas, configs, transitions, mutants
+    kvmc check                model-check a design (BMC, then a 1-induction proof when it closes)
+    kvmc show FILE            print a counterexample's step table
+
+Exit status of `check`: 0 every property holds (to the bound, or proved), 1 a violation was found,
+2 bad usage or input, 3 inconclusive (a solver `unknown`, a timeout, or a vacuous property).
+Bad input always gets one line naming the value and what was expected, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, NoReturn, Sequence
+
+from model.designs import FIXES, PRESETS, SGLANG_COMMIT, Design
+from model.transition import REGISTRY
+from specs.configs import CONFIGS
+from specs.lemmas import LEMMAS
+from specs.properties import PROPERTIES
+
+from .verdict import EXIT_USAGE, Verdict, exit_code
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _choices(kind: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise UsageError(f"unknown {kind} {value!r}; expected one of: {', '.join(allowed)}")
+
+
+def build_design(name: str, without: list[str], with_: list[str], mutants: list[str]) -> Design:
+    _choices("design", name, list(PRESETS))
+    d = PRESETS[name]
+    for f in without:
+        _choices("fix", f, list(FIXES))
+        d = d.with_fix(f, None)
+    for spec in with_:
+        if spec.count("=") > 1 or spec.startswith("=") or spec.endswith("="):
+            raise UsageError(f"malformed --with {spec!r}; expected FIX or FIX=VARIANT")
+        f, _, variant = spec.partition("=")
+        _choices("fix", f, list(FIXES))
+        v = variant or FIXES[f].variants[0]
+        _choices(f"variant of {f}", v, list(FIXES[f].variants))
+        d = d.with_fix(f, v)
+    if mutants:
+        from model.mutants import available
+
+        known = sorted(available())
+        for m in mutants:
+            _choices("mutant", m, known)
+        d = d.with_mutants(frozenset(mutants))
+    return d
+
+
+# -- list -----------------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from model.mutants import available
+
+    mutants = available()
+    data = {
+        "sglang_commit": SGLANG_COMMIT,
+        "designs": {n: {f: v for f, v in d.fixes.items()} for n, d in PRESETS.items()},
+        "fixes": {f.name: {"pr": f.pr, "commit": f.commit, "first_tag": f.first_tag, "summary": f.summary,
+                           "variants": list(f.variants), "off": f.off} for f in FIXES.values()},
+        "properties": {p.name: p.meaning for p in PROPERTIES.values()},
+        "lemmas": {n: lm.meaning for n, lm in LEMMAS.items()},
+        "configs": {c.name: c.doc for c in CONFIGS.values()},
+        "transitions": {t.name: {"models": t.models, "modifies": list(t.modifies), "doc": t.doc} for t in REGISTRY.values()},
+        "mutants": {n: (m.__doc__ or "").strip().splitlines()[0] for n, m in mutants.items()},
+    }
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    print(f"kvmc models SGLang's scheduler KV memory at sglang {SGLANG_COMMIT[:12]}\n")
+    print("designs (release presets; fixes on):")
+    for n, d in PRESETS.items():
+        on = [f if v == FIXES[f].variants[0] else f"{f}={v}" for f, v in d.fixes.items() if v]
+        print(f"  {n:15s} {', '.join(on) or '(none of the fixes)'}")
+    print("\nfixes (--without FIX, --with FIX[=VARIANT]):")
+    for f in FIXES.values():
+        extra = f" variants: {', '.join(f.variants)}" if len(f.variants) > 1 else ""
+        print(f"  {f.name:26s} #{f.pr} ({f.first_tag}) {f.summary}.{extra}")
+    print("\nproperties (--property NAME):")
+    for p in PROPERTIES.values():
+        print(f"  {p.name:20s} {p.meaning}")
+    print("\nconfigs (--config NAME):")
+    for c in CONFIGS.values():
+        print(f"  {c.name:20s} {c.doc}")
+    print("\nlemmas (checked, then assumed):")
+    for n, lm in LEMMAS.items():
+        print(f"  {n:20s} {lm.meaning}")
+    print("\ntransitions (each models one SGLang method):")
+    for t in REGISTRY.values():
+        print(f"  {t.name:30s} {t.models}")
+    print("\nmutants (--mutant NAME, planted bugs):")
+    for n, doc in data["mutants"].items():
+        print(f"  {n:40s} {doc}")
+    return 0
+
+
+# -- check ----------------------------------------------------------------------------------------
+class ProgressPrinter:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, config: str, depth: int, elapsed: float, status: dict[str, str]) -> None:
+        if not self.enabled:
+            return
+        done = [f"{k}: {v}" for k, v in status.items() if v != "open"]
+        line = f"[{config}] depth {depth} done, {elapsed:.1f}s" + (f"; {', '.join(done)}" if done else "")
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from . import itf
+    from .explain import explain
+    from .run import counterexample_path, run_check
+    from .trace import step_table
+
+    design = build_design(args.design, args.without, args.with_, args.mutant)
+    props = args.property or list(PROPERTIES)
+    for p in props:
+        _choices("property", p, list(PROPERTIES))
+    configs = args.config or list(CONFIGS)
+    for c in configs:
+        _choices("config", c, list(CONFIGS))
+    if args.depth <= 0:
+        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
+    baseline = PRESETS[args.design]
+    printer = ProgressPrinter(not args.no_progress and not args.json)
+    report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
+                       timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
+                       minimize=not args.no_minimize)
+    printer.end()
+    violations = report.violations()
+    written: dict[tuple[str, str], str] = {}
+    for cfg_name, r in violations:
+        assert r.trace is not None
+        system_cfg = CONFIGS[cfg_name]
+        from model.system import System
+
+        sysm = System(system_cfg, design)
+        line = explain(sysm, r.property, r.trace.params, r.trace.states[-1])
+        path = counterexample_path(args.out, design, r.property, cfg_name, many=len(violations) > 1)
+        itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation"})
+        path.with_suffix("").with_suffix(".txt").write_text(step_table(r.trace, line) + "\n")
+        written[(cfg_name, r.property)] = str(path)
+    if args.json:
+        print(json.dumps(_report_json(report, written), indent=1))
+    else:
+        print(_report_text(report, written, args.verbose))
+    return exit_code(report.verdicts())
+
+
+def _report_json(report: Any, written: dict[tuple[str, str], str]) -> dict[str, Any]:
+    return {
+        "design": report.design.name,
+        "fixes": report.design.flags(),
+        "mutants": sorted(report.design.mutants),
+        "depth": report.depth,
+        "seconds": round(report.seconds, 2),
+        "stopped_at_first_violation": report.stopped_early,
+        "configs": [
+            {
+                "config": c.config,
+                "seconds": round(c.seconds, 2),
+                "proof": {k: v for k, v in c.proof.items() if k != "cti"},
+                "results": [
+                    {
+                        "property": r.property,
+                        "verdict": r.verdict.value,
+                        "depth": r.depth,
+                        "words": r.words(),
+                        "witness_depth": r.witness_depth,
+                        "counterexample": written.get((c.config, r.property)),
+                        "reason": r.reason or None,
+                        "lemmas_dropped": r.meta.get("lemmas_dropped", []),
+                    }
+                    for r in c.results.values()
+                ],
+            }
+            for c in report.configs
+        ],
+    }
+
+
+def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool) -> str:
+    from .trace import step_table
+
+    out = [f"design {report.design.name}  (sglang {SGLANG_COMMIT[:12]}, depth {report.depth})"]
+    for c in report.configs:
+        extra = ""
+        if c.proof:
+            extra = "; 1-induction " + ("closed" if c.proof.get("closed") else "did not close" + (
+                f" ({', '.join(c.proof.get('failed') or [])})" if c.proof.get("failed") else ""))
+        out.append(f"config {c.config}  [{c.seconds:.1f}s{extra}]")
+        for r in c.results.values():
+            w = r.words()
+            if r.verdict is Verdict.PROVED:
+                w += f": holds at every depth (BMC to depth {r.meta.get('bmc_depth')}, witness at {r.witness_depth})"
+            elif r.verdict is Verdict.HOLDS_TO_DEPTH:
+                w += f" (witness at depth {r.witness_depth})"
+            elif r.verdict is Verdict.UNKNOWN:
+                w += f" ({r.reason})"
+            out.append(f"  {r.property:20s} {w}")
+            if r.verdict is Verdict.VIOLATED and r.trace is not None:
+                path = written.get((c.config, r.property))
+                out.append(f"    counterexample: {path} (replayed through the concrete model)")
+                from .explain import explain
+                from model.system import System
+
+                line = explain(System(CONFIGS[c.config], report.design), r.property, r.trace.params, r.trace.states[-1])
+                out.append("    " + step_table(r.trace, line).replace("\n", "\n    "))
+    if report.stopped_early:
+        out.append("stopped at the first violation (--keep-going checks the remaining configs)")
+    return "\n".join(out)
+
+
+# -- show -----------------------------------------------------------------------------------------
+def cmd_show(args: argparse.Namespace) -> int:
+    from . import itf
+    from .trace import step_table
+
+    for f in args.files:
+        t = itf.read(f)
+        print(step_table(t, str(t.meta.get("violation", ""))))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kvmc", description="Model checker for SGLang's scheduler KV-cache memory invariants.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    pl = sub.add_parser("list", help="designs, fixes, properties, configs, transitions, mutants")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(fn=cmd_list)
+
+    pc = sub.add_parser("check", help="model-check a design")
+    pc.add_argument("--design", default="current", help=f"release preset: {', '.join(PRESETS)} (default current)")
+    pc.add_argument("--without", action="append", default=[], metavar="FIX", help="turn a fix off")
+    pc.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]", help="turn a fix on")
+    pc.add_argument("--mutant", action="append", default=[], metavar="NAME", help="plant a bug (kvmc list)")
+    pc.add_argument("--property", action="append", default=[], metavar="NAME", help="default: all")
+    pc.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all, relevant ones first")
+    pc.add_argument("--depth", type=int, default=10, help="scheduler iterations to check (default 10)")
+    pc.add_argument("--out", default="counterexamples", help="where counterexamples go (default counterexamples/)")
+    pc.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    pc.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
+    pc.add_argument("--no-prove", action="store_true", help="bounded checking only (no 1-induction proof)")
+    pc.add_argument("--no-minimize", action="store_true", help="report the first counterexample found as is")
+    pc.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
+    pc.add_argument("--no-progress", action="store_true")
+    pc.add_argument("-v", "--verbose", action="store_true")
+    pc.set_defaults(fn=cmd_check)
+
+    ps = sub.add_parser("show", help="print a counterexample's step table")
+    ps.add_argument("files", nargs="+")
+    ps.set_defaults(fn=cmd_show)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        return int(args.fn(args))
+    except UsageError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (KeyError,) as e:
+        print(f"kvmc: error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:  # an ITF or config problem in a file the user gave us
+        from .itf import ItfError
+
+        if isinstance(e, ItfError):
+            print(f"kvmc: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

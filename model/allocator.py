@@ -1,0 +1,100 @@
+"""Token allocators: `TokenToKVPoolAllocator` (page_size 1), `PagedTokenToKVPoolAllocator`,
+`SWATokenToKVPoolAllocator` (hybrid SWA: a full and an SWA sub-allocator of the same page size),
+`ReqToTokenPool`, and `evict_from_tree_cache`.
+
+SGLang files: `mem_cache/allocator.py` (v0.5.10-0.5.12; `mem_cache/allocator/{token,paged,swa}.py`
+since #26676), `mem_cache/swa_memory_pool.py`, `mem_cache/memory_pool.py::ReqToTokenPool`,
+`mem_cache/common.py::evict_from_tree_cache` (sglang @ d55f1c28).
+
+Abstracted: the free lists themselves. An allocator is its available size in tokens (always a page
+multiple for paged allocators, since `free` releases whole pages); `need_sort` / release pages and
+`free_group_begin/end` only reorder frees and are not modelled. The `full_to_swa_index_mapping`
+is implicit: a full slot has an SWA slot iff it lies in a range whose SWA has not been released,
+which is what the ownership ranges in specs/properties.py track.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import radix_cache
+from .state import State
+from .transition import Ctx, transition
+
+
+@transition("mem_cache/allocator.py::TokenToKVPoolAllocator.free", modifies=("full_available", "swa_available"))
+def free(x: Ctx, s: State, full: Any, swa: Any = 0) -> State:
+    """Return `full` full-pool tokens and `swa` SWA-pool tokens (whole pages) to the free lists.
+
+    On the SWA allocator `free(idx)` frees the full slots and, through the index mapping, only the
+    SWA slots not already released by `free_swa`; callers pass that count as `swa`."""
+    s = s.set(full_available=s.full_available + full)
+    if x.cfg.hybrid_swa:
+        s = s.set(swa_available=s.swa_available + swa)
+    return s
+
+
+@transition("mem_cache/swa_memory_pool.py::SWATokenToKVPoolAllocator.free_swa", modifies=("swa_available",))
+def free_swa(x: Ctx, s: State, n: Any) -> State:
+    """Release `n` SWA slots of tokens whose full KV is kept (out-of-window release, tombstoning)."""
+    if not x.cfg.hybrid_swa:
+        return s
+    return s.set(swa_available=s.swa_available + n)
+
+
+def can_alloc(x: Ctx, s: State, tokens: Any) -> Any:
+    """`alloc` / `alloc_extend` / `alloc_decode` return None iff a sub-allocator is short.
+    `tokens` is already a page multiple for paged allocators (pages needed * page_size)."""
+    ok = tokens <= s.full_available
+    if x.cfg.hybrid_swa:
+        ok = x.and_(ok, tokens <= s.swa_available)
+    return ok
+
+
+@transition(
+    "mem_cache/allocator.py::TokenToKVPoolAllocator.alloc | PagedTokenToKVPoolAllocator.alloc_extend, alloc_decode",
+    modifies=("full_available", "swa_available"),
+)
+def alloc(x: Ctx, s: State, tokens: Any) -> State:
+    """Consume `tokens` from both sub-allocators (the caller checked `can_alloc`: no partial allocation)."""
+    s = s.set(full_available=s.full_available - tokens)
+    if x.cfg.hybrid_swa:
+        s = s.set(swa_available=s.swa_available - tokens)
+    return s
+
+
+@transition("managers/cache_controller.py::HybridCacheController.load (device allocation)", modifies=("full_available", "swa_available"))
+def alloc_pools(x: Ctx, s: State, full: Any, swa: Any) -> State:
+    """Consume `full` full and `swa` SWA tokens separately (HiCache load-back allocates each pool's
+    device indices on its own; the caller checked both fit)."""
+    s = s.set(full_available=s.full_available - full)
+    if x.cfg.hybrid_swa:
+        s = s.set(swa_available=s.swa_available - swa)
+    return s
+
+
+def available_size(x: Ctx, s: State) -> Any:
+    """`allocator.available_size()`: min of the two sub-pools on the SWA allocator."""
+    if x.cfg.hybrid_swa:
+        return x.min(s.full_available, s.swa_available)
+    return s.full_available
+
+
+@transition(
+    "mem_cache/common.py::evict_from_tree_cache",
+    modifies=(
+        "full_available",
+        "swa_available",
+        "node_len",
+        "node_device",
+        "node_swa_tombstone",
+    ),
+)
+def evict_from_tree_cache(x: Ctx, s: State, num_tokens: Any, site: str, extra_locks: tuple = ()) -> State:
+    """Evict from the tree until `num_tokens` fit in each pool, or nothing evictable is left.
+
+    Hybrid SWA: `tree.evict(full=max(0, N - avail_F), swa=max(0, N - avail_S))`. Plain: the
+    shortfall `N - avail` (#32016; before it the whole `N` was requested, which only evicts more)."""
+    full_need = x.clamp0(num_tokens - s.full_available)
+    swa_need = x.clamp0(num_tokens - s.swa_available) if x.cfg.hybrid_swa else 0
+    return radix_cache.evict(x, s, full_need, swa_need, site, extra_locks)

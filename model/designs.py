@@ -1,0 +1,193 @@
+"""Designs: which SGLang fixes are in, as named flags, and release presets.
+
+Each fix below is one SGLang pull request that changed a transition or the busy check. A design
+maps every fix to a variant name (the shipped behaviour is the first variant) or to `None` (the
+pre-fix behaviour). Transitions read `design.on(fix)` / `design.variant(fix)`, so the same model
+runs the code before and after each fix.
+
+Presets follow the digest's version table (`../shared/reference/sglang-memory-model.md`, section 0):
+no fix was cherry-picked into v0.5.10.post1 or v0.5.12.post1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+SGLANG_COMMIT = "d55f1c28e223226575d40d4449266630eaf2a277"  # sglang main, 2026-08-18 (merge-base of v0.5.18)
+
+
+@dataclass(frozen=True)
+class Fix:
+    name: str
+    pr: int
+    commit: str
+    first_tag: str
+    summary: str
+    variants: tuple[str, ...] = ("on",)  # first = what shipped
+    off: str = "pre-fix behaviour"
+
+
+FIXES: dict[str, Fix] = {
+    f.name: f
+    for f in [
+        Fix(
+            "swa_busy_check",
+            21499,
+            "f2377a00cb9d9f0d1efdeada0bb3719726914ff1",
+            "v0.5.11",
+            "busy check also balances the SWA pool, with U_S = ceil(A) - max(P, E)",
+            variants=("on", "full_pool_only"),
+            off="the released pre-fix check (v0.5.10.post1) calls evictable_size() on SWARadixCache, which raises "
+            "NotImplementedError; variant full_pool_only is main between #22562 and #21499: SWA pool unchecked",
+        ),
+        Fix(
+            "session_active",
+            22753,
+            "0cb7295698f0",
+            "v0.5.11",
+            "a session slot whose req_pool_idx belongs to a batch request is not session-held (#22753); "
+            "variant is_active is #22213's flag (set by restore_to_req, cleared by save_from_req)",
+            variants=("active_idx", "is_active"),
+            off="every slot holding KV is counted as session-held, even while its request runs",
+        ),
+        Fix(
+            "chunked_swa_page_reserve",
+            23174,
+            "50fc2c9e2308114b40d507ca8446e2c3bdd3842e",
+            "v0.5.11",
+            "add_chunked_req reserves one page of rem_swa_tokens and defers the chunk when nothing is left",
+            off="R = min(rem_chunk, rem_total, rem_swa); R <= 0 falls back to rem_chunk",
+        ),
+        Fix(
+            "spec_topk_busy_check",
+            27228,
+            "687cfe91982904ee789577c82ddae19c51e041d8",
+            "v0.5.13",
+            "the busy check also runs with speculative_eagle_topk > 1",
+            off="topk > 1 returns before checking anything",
+        ),
+        Fix(
+            "swa_hostload_budget",
+            27391,
+            "fe548f36b057f231e452bc8bf5736a9d61740d16",
+            "v0.5.13",
+            "_swa_budget_for_req charges ceil(swa_host_hit_length) for the SWA pages init_load_back will allocate",
+            off="SWA host hits are a sentinel host_hit_length >= 1 and are not charged",
+        ),
+        Fix(
+            "retract_tail_free",
+            22862,
+            "ce31934ca80e",
+            "v0.5.11",
+            "restore_to_req uses prefix_len = min(C, |key|) and frees the orphaned tail [ceil(prefix_len), A)",
+            off="prefix_len = min(C, |key| - 1); the row position C-1.. is overwritten and its old slot leaks",
+        ),
+        Fix(
+            "swa_budget_split",
+            22597,
+            "bc1bfbf60770",
+            "v0.5.11",
+            "separate rem_swa_tokens budget and _swa_budget_for_req gate",
+            off="hybrid SWA admission uses min(full, swa) available+evictable as its only budget",
+        ),
+        Fix(
+            "swa_window_headroom",
+            32379,
+            "69a3c54c7023",
+            "v0.5.17",
+            "_swa_budget_for_req = max(min(e, rc) - W, 0) + min(e + mnt, W) + page_size (+ host term)",
+            off="_swa_budget_for_req = max(min(e, rc), W) + page_size (+ host term)",
+        ),
+    ]
+}
+
+# The six fixes the issue tracks; the other flags make the presets faithful.
+KNOWN_BUG_FIXES = (
+    "chunked_swa_page_reserve",
+    "swa_hostload_budget",
+    "session_active",
+    "retract_tail_free",
+    "swa_busy_check",
+    "spec_topk_busy_check",
+)
+
+
+@dataclass(frozen=True)
+class Design:
+    """A set of fix variants, planted bugs (mutants) and transition overrides."""
+
+    name: str
+    fixes: Mapping[str, str | None]
+    mutants: frozenset[str] = frozenset()
+    overrides: Mapping[str, object] = field(default_factory=dict)
+
+    def on(self, fix: str) -> bool:
+        if fix not in FIXES:
+            raise KeyError(f"unknown fix {fix!r}; expected one of {sorted(FIXES)}")
+        return self.fixes.get(fix) is not None
+
+    def variant(self, fix: str) -> str | None:
+        if fix not in FIXES:
+            raise KeyError(f"unknown fix {fix!r}; expected one of {sorted(FIXES)}")
+        return self.fixes.get(fix)
+
+    def mutant(self, name: str) -> bool:
+        return name in self.mutants
+
+    def with_fix(self, fix: str, variant: str | None) -> "Design":
+        if fix not in FIXES:
+            raise KeyError(f"unknown fix {fix!r}; expected one of {sorted(FIXES)}")
+        if variant is not None and variant not in FIXES[fix].variants:
+            raise KeyError(f"unknown variant {variant!r} of fix {fix!r}; expected one of {list(FIXES[fix].variants)}")
+        fixes = dict(self.fixes)
+        fixes[fix] = variant
+        return Design(self.describe_change(fix, variant), fixes, self.mutants, self.overrides)
+
+    def describe_change(self, fix: str, variant: str | None) -> str:
+        if variant is None:
+            return f"{self.name}-without-{fix}"
+        if variant == FIXES[fix].variants[0]:
+            return f"{self.name}-with-{fix}"
+        return f"{self.name}-with-{fix}={variant}"
+
+    def with_mutants(self, names: frozenset[str]) -> "Design":
+        if not names:
+            return self
+        label = self.name + "".join(f"+{m}" for m in sorted(names))
+        return Design(label, self.fixes, self.mutants | names, self.overrides)
+
+    def flags(self) -> dict[str, str | None]:
+        return {f: self.fixes.get(f) for f in FIXES}
+
+
+def _preset(name: str, on: dict[str, str]) -> Design:
+    return Design(name, {f: on.get(f) for f in FIXES})
+
+
+_V0511 = {
+    "swa_busy_check": "on",
+    "session_active": "active_idx",
+    "chunked_swa_page_reserve": "on",
+    "retract_tail_free": "on",
+    "swa_budget_split": "on",
+}
+_V0513 = {**_V0511, "spec_topk_busy_check": "on", "swa_hostload_budget": "on"}
+
+PRESETS: dict[str, Design] = {
+    d.name: d
+    for d in [
+        _preset("v0.5.10.post1", {}),
+        _preset("v0.5.11", _V0511),
+        _preset("v0.5.12.post1", _V0511),
+        _preset("v0.5.13", _V0513),
+        _preset("current", {**_V0513, "swa_window_headroom": "on"}),
+    ]
+}
+
+
+def preset(name: str) -> Design:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown design {name!r}; expected one of {list(PRESETS)}") from None

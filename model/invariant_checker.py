@@ -1,0 +1,93 @@
+"""SGLang's own busy-time memory check, computed as SGLang computes it: the thing whose soundness
+and completeness kvmc checks against the ownership ledger (specs/properties.py).
+
+SGLang: managers/scheduler_runtime_checker_mixin.py (<= v0.5.12: `self_check_during_busy`,
+`_get_total_uncached_sizes`, `_check_pool_invariant`), managers/scheduler_components/
+invariant_checker.py + pool_stats_observer.py (since #25624); sglang @ d55f1c28, digest section 1.
+
+At the end of an iteration that ran a batch, for each pool X:
+    avail_X + evictable_X + protected_X + session_held_X + uncached_X == total_X
+with uncached over requests of last_batch and (if a different object) running_batch that still
+hold KV: U_F += ceil(A) - P, U_S += ceil(A) - max(P, E); and session-held over slots holding KV:
+H_F += ceil(A_s) - P_s, H_S += ceil(A_s) - max(P_s, E_s), filtered per the `session_active` fix.
+
+Design flags: `swa_busy_check` (#21499; off = the released v0.5.10.post1 check, which calls
+`evictable_size()` on SWARadixCache and raises NotImplementedError; `full_pool_only` = main between
+#22562 and #21499), `session_active` (#22213 / #22753), `spec_topk_busy_check` (#27228).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .radix_cache import counters
+from .session import holds_range
+from .state import CHUNKED, NO_BATCH, OOM_NONE, RUNNING, State
+from .transition import Ctx
+
+
+@dataclass(frozen=True)
+class BusyCheck:
+    ran: Any  # an iteration ran a batch (last_batch is not None) and the check did not return early
+    crashed: Any  # raised instead of checking (NotImplementedError on SWARadixCache)
+    full_ok: Any
+    swa_ok: Any  # True when the SWA pool is not checked
+    fired: Any  # "Full/SWA Pool Mem Leak Detected!"
+    terms: dict  # the equation's values, for reports
+
+
+def holds_kv(x: Ctx, s: State, r: int) -> Any:
+    """The request owns its row (req_pool_idx is not None and its KV is not released)."""
+    return x.or_(s.status[r] == RUNNING, s.status[r] == CHUNKED)
+
+
+def in_batches(x: Ctx, s: State, r: int) -> Any:
+    """r is in last_batch or running_batch (after a decode they are the same object)."""
+    return x.or_(s.in_last_batch[r], s.status[r] == RUNNING)
+
+
+def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
+    cfg = x.cfg
+    R = cfg.num_reqs
+    ran = x.and_(s.last_batch != NO_BATCH, s.oom == OOM_NONE)  # the check after a crash never runs
+    if cfg.spec is not None and cfg.spec.topk > 1 and not x.on("spec_topk_busy_check"):
+        ran = False  # "speculative_eagle_topk > 1: skip the busy check" (warning, return)
+    crashed = x.and_(ran, True) if (cfg.hybrid_swa and x.variant("swa_busy_check") is None) else False
+    counted = [x.and_(in_batches(x, s, r), holds_kv(x, s, r)) for r in range(R)]
+    U_F: Any = 0
+    U_S: Any = 0
+    for r in range(R):
+        f, w = holds_range(x, s.kv_allocated_len[r], s.cache_protected_len[r], s.swa_evicted_seqlen[r])
+        U_F = U_F + x.ite(counted[r], f, 0)
+        U_S = U_S + x.ite(counted[r], w, 0)
+    H_F: Any = 0
+    H_S: Any = 0
+    variant = x.variant("session_active")
+    for i, r in enumerate(cfg.streaming_sessions):
+        if variant is None:
+            held = s.slot_holding[i]
+        elif variant == "is_active":
+            held = x.and_(s.slot_holding[i], x.not_(s.slot_is_active[i]))
+        else:  # active_idx: the slot's req_pool_idx is not used by a batch request
+            held = x.and_(s.slot_holding[i], x.not_(counted[r]))
+        f, w = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
+        H_F = H_F + x.ite(held, f, 0)
+        H_S = H_S + x.ite(held, w, 0)
+    cnt = counters(x, s)
+    full_sum = s.full_available + cnt.full_evictable + cnt.full_protected + H_F + U_F
+    full_ok = full_sum == x.p.full_tokens
+    swa_ok: Any = True
+    swa_sum: Any = 0
+    if cfg.hybrid_swa:
+        swa_sum = s.swa_available + cnt.swa_evictable + cnt.swa_protected + H_S + U_S
+        if x.variant("swa_busy_check") == "on":
+            swa_ok = swa_sum == x.p.swa_tokens
+    fired = x.and_(ran, x.not_(crashed), x.not_(x.and_(full_ok, swa_ok)))
+    terms = dict(
+        available=s.full_available, evictable=cnt.full_evictable, protected=cnt.full_protected, session_held=H_F,
+        uncached=U_F, sum=full_sum, total=x.p.full_tokens,
+        swa_available=s.swa_available, swa_evictable=cnt.swa_evictable, swa_protected=cnt.swa_protected,
+        swa_session_held=H_S, swa_uncached=U_S, swa_sum=swa_sum, swa_total=x.p.swa_tokens,
+    )
+    return BusyCheck(ran, crashed, full_ok, swa_ok, fired, terms)

@@ -1,0 +1,329 @@
+"""The two interpretations every transition in `model/` is written against.
+
+A transition is written once. Run with `Concrete` it is ordinary Python over ints and bools (the
+explicit-state engine, the random engine, replay, the scenario tests). Run with `Symbolic` the same
+code builds z3 terms (bounded model checking). So a transition never branches on a state value
+with a Python `if` (a z3 term has no truth value): it uses `ite`, `min`, `max`, `and_` ... from here.
+A Python `if` on a *configuration* value (page size, whether the model is hybrid SWA, a design
+flag) is fine: those are constants in both interpretations.
+
+Nondeterminism is explicit. A step asks for its choices by name (`choose_int`, `choose_bool`):
+concretely an oracle answers (a replayed trace, a depth-first enumerator, Hypothesis); symbolically
+each choice is a fresh z3 variable `name@t`. `assume(cond)` restricts the choices; a concrete run
+whose choices break an assumption raises `Infeasible` (that branch of the step does not exist).
+
+This module imports z3 lazily, so `model/` stays importable and testable without an engine.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
+
+
+class Infeasible(Exception):
+    """A concrete run made a choice that an `assume` rejects: this branch of the step does not exist."""
+
+
+class Oracle(Protocol):
+    """Answers the choices of a concrete run."""
+
+    def pick_int(self, name: str, lo: int, hi: int) -> int: ...
+
+    def pick_bool(self, name: str) -> bool: ...
+
+
+class FirstChoice:
+    """The oracle of a deterministic run: always the smallest allowed value."""
+
+    def pick_int(self, name: str, lo: int, hi: int) -> int:
+        return lo
+
+    def pick_bool(self, name: str) -> bool:
+        return False
+
+
+class Ops:
+    """Shared part of both interpretations: name scoping for choices."""
+
+    symbolic: bool = False
+
+    def __init__(self) -> None:
+        self._scope: list[str] = []
+        self._path: list[Any] = []
+
+    @contextmanager
+    def path(self, cond: Any) -> Iterator[None]:
+        """Code inside runs in both interpretations, but its `assume`s and choices only count when
+        `cond` holds (an assumption made on a path not taken must not constrain anything)."""
+        self._path.append(cond)
+        try:
+            yield
+        finally:
+            self._path.pop()
+
+    @contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Prefix the names of the choices made inside (`prefill.evict.del[3]`)."""
+        self._scope.append(name)
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
+    def qualify(self, name: str) -> str:
+        return ".".join([*self._scope, name])
+
+    # helpers written in terms of the primitives; identical in both interpretations
+    def implies(self, a: Any, b: Any) -> Any:
+        return self.or_(self.not_(a), b)
+
+    def ceil_page(self, x: Any, ps: int) -> Any:
+        """SGLang's `ceil_align` / `ceil_paged_tokens` for a constant page size."""
+        if ps == 1:
+            return x
+        return self.fdiv(x + ps - 1, ps) * ps
+
+    def floor_page(self, x: Any, ps: int) -> Any:
+        if ps == 1:
+            return x
+        return self.fdiv(x, ps) * ps
+
+    def pages(self, x: Any, ps: int) -> Any:
+        """Number of pages that `x` tokens occupy (ceil)."""
+        if ps == 1:
+            return x
+        return self.fdiv(x + ps - 1, ps)
+
+    def sum(self, xs: Any) -> Any:
+        total: Any = 0
+        for v in xs:
+            total = total + v
+        return total
+
+    def clamp0(self, x: Any) -> Any:
+        return self.max(x, 0)
+
+
+class Concrete(Ops):
+    """Python ints and bools; choices answered by an oracle and recorded in order."""
+
+    symbolic = False
+
+    def __init__(self, oracle: Oracle | None = None) -> None:
+        super().__init__()
+        self.oracle: Oracle = oracle if oracle is not None else FirstChoice()
+        self.picks: dict[str, int | bool] = {}
+
+    def ite(self, c: Any, a: Any, b: Any) -> Any:
+        return a if c else b
+
+    def branch(self, c: Any, then: Callable[[], Any], other: Callable[[], Any]) -> Any:
+        """Evaluate only the taken side (the symbolic interpretation evaluates both and merges)."""
+        return then() if c else other()
+
+    def _active(self) -> bool:
+        return all(self._path)
+
+    def and_(self, *xs: Any) -> bool:
+        return all(xs)
+
+    def or_(self, *xs: Any) -> bool:
+        return any(xs)
+
+    def not_(self, x: Any) -> bool:
+        return not x
+
+    def min(self, a: Any, b: Any) -> Any:
+        return a if a <= b else b
+
+    def max(self, a: Any, b: Any) -> Any:
+        return a if a >= b else b
+
+    def fdiv(self, x: Any, k: int) -> Any:
+        return x // k
+
+    def choose_int(self, name: str, lo: int, hi: int) -> int:
+        q = self.qualify(name)
+        if not self._active():
+            return lo
+        if lo > hi:
+            raise Infeasible(f"choice {q} has an empty range [{lo}, {hi}]")
+        v = self.oracle.pick_int(q, lo, hi)
+        if not lo <= v <= hi:
+            raise Infeasible(f"choice {q}={v} outside [{lo}, {hi}]")
+        self.picks[q] = v
+        return v
+
+    def choose_bool(self, name: str) -> bool:
+        q = self.qualify(name)
+        if not self._active():
+            return False
+        v = bool(self.oracle.pick_bool(q))
+        self.picks[q] = v
+        return v
+
+    def assume(self, c: Any, why: str = "") -> None:
+        if not c and self._active():
+            raise Infeasible(why or "assumption failed")
+
+    def let(self, name: str, v: Any) -> Any:
+        return v
+
+    def is_true(self, c: Any) -> bool:
+        return bool(c)
+
+
+class Symbolic(Ops):
+    """z3 terms. Constants are folded so that configuration-only branches cost nothing."""
+
+    symbolic = True
+
+    def __init__(self, step: int, prefix: str = "") -> None:
+        super().__init__()
+        import z3
+
+        self.z3 = z3
+        self.step = step
+        self.prefix = prefix
+        self.constraints: list[Any] = []
+        self.choices: dict[str, Any] = {}
+        self._lets = 0
+
+    # -- constants --------------------------------------------------------------------------
+    @staticmethod
+    def _const(x: Any) -> bool:
+        return isinstance(x, (bool, int))
+
+    def ite(self, c: Any, a: Any, b: Any) -> Any:
+        if isinstance(c, bool):
+            return a if c else b
+        if a is b:
+            return a
+        if self._const(a) and self._const(b) and type(a) is type(b) and a == b:
+            return a
+        if a is True and b is False:
+            return c
+        if a is False and b is True:
+            return self.z3.Not(c)
+        return self.z3.If(c, a, b)
+
+    def branch(self, c: Any, then: Callable[[], Any], other: Callable[[], Any]) -> Any:
+        if isinstance(c, bool):
+            return then() if c else other()
+        with self.path(c):
+            a = then()
+        with self.path(self.z3.Not(c)):
+            b = other()
+        merge = getattr(a, "merge", None)
+        if merge is not None:
+            return merge(self, c, b)
+        if isinstance(a, tuple):
+            return tuple(self._merge_value(c, x, y) for x, y in zip(a, b))
+        return self._merge_value(c, a, b)
+
+    def _merge_value(self, c: Any, a: Any, b: Any) -> Any:
+        merge = getattr(a, "merge", None)
+        if merge is not None:
+            return merge(self, c, b)
+        if isinstance(a, tuple):
+            return tuple(self._merge_value(c, x, y) for x, y in zip(a, b))
+        return self.ite(c, a, b)
+
+    def and_(self, *xs: Any) -> Any:
+        rest = []
+        for x in xs:
+            if x is True:
+                continue
+            if x is False:
+                return False
+            rest.append(x)
+        if not rest:
+            return True
+        return rest[0] if len(rest) == 1 else self.z3.And(*rest)
+
+    def or_(self, *xs: Any) -> Any:
+        rest = []
+        for x in xs:
+            if x is False:
+                continue
+            if x is True:
+                return True
+            rest.append(x)
+        if not rest:
+            return False
+        return rest[0] if len(rest) == 1 else self.z3.Or(*rest)
+
+    def not_(self, x: Any) -> Any:
+        if isinstance(x, bool):
+            return not x
+        return self.z3.Not(x)
+
+    def min(self, a: Any, b: Any) -> Any:
+        if self._const(a) and self._const(b):
+            return a if a <= b else b
+        if a is b:
+            return a
+        return self.z3.If(a <= b, a, b)
+
+    def max(self, a: Any, b: Any) -> Any:
+        if self._const(a) and self._const(b):
+            return a if a >= b else b
+        if a is b:
+            return a
+        return self.z3.If(a >= b, a, b)
+
+    def fdiv(self, x: Any, k: int) -> Any:
+        if self._const(x):
+            return x // k
+        # SMT-LIB integer division is Euclidean; for a positive constant divisor it is floor.
+        return x / k
+
+    def int_var(self, name: str) -> Any:
+        return self.z3.Int(name)
+
+    # -- choices and assumptions -------------------------------------------------------------
+    def _name(self, name: str) -> str:
+        return f"{self.prefix}{self.qualify(name)}@{self.step}"
+
+    def choose_int(self, name: str, lo: Any, hi: Any) -> Any:
+        q = self.qualify(name)
+        if q in self.choices:
+            raise ValueError(f"choice {q!r} made twice in one step; give the second a distinct name")
+        v = self.int_var(self._name(name))
+        self.choices[q] = v
+        self.assume(self.z3.And(v >= lo, v <= hi))
+        return v
+
+    def choose_bool(self, name: str) -> Any:
+        q = self.qualify(name)
+        if q in self.choices:
+            raise ValueError(f"choice {q!r} made twice in one step; give the second a distinct name")
+        v = self.z3.Bool(self._name(name))
+        self.choices[q] = v
+        return v
+
+    def assume(self, c: Any, why: str = "") -> None:
+        if c is True:
+            return
+        conds = [p for p in self._path if p is not True]
+        if any(p is False for p in conds):
+            return
+        if conds:
+            c = self.z3.Implies(self.z3.And(*conds) if len(conds) > 1 else conds[0], c)
+        self.constraints.append(c)
+
+    def let(self, name: str, v: Any) -> Any:
+        """Name an intermediate value with a fresh symbol (keeps terms small for the solver)."""
+        if self._const(v) or self.z3.is_const(v):
+            return v
+        self._lets += 1
+        if self.z3.is_bool(v):
+            fresh = self.z3.Bool(f"{self.prefix}{self.qualify(name)}#{self._lets}@{self.step}")
+        else:
+            fresh = self.int_var(f"{self.prefix}{self.qualify(name)}#{self._lets}@{self.step}")
+        self.constraints.append(fresh == v)
+        return fresh
+
+    def is_true(self, c: Any) -> bool:
+        return c is True

@@ -1,0 +1,283 @@
+"""`PrefillAdder` (python/sglang/srt/managers/schedule_policy.py @ d55f1c28): the admission budgets
+of one prefill pass, `add_one_req`, `add_chunked_req`, `_update_prefill_budget`,
+`_swa_budget_for_req` and `budget_state`.
+
+The budgets are live properties of the allocator and the tree (`rem_total_tokens`,
+`cur_rem_tokens`, `rem_swa_tokens` re-read at every use), so a temporary lock or a HiCache load-back
+in the middle of a pass changes them, as in SGLang. The pass offsets are an `Adder` value that
+lives for one iteration.
+
+Abstracted: `new_token_ratio` is a constant fraction of the config (SGLang decays it and resets
+it on retraction); offsets are kept multiplied by its denominator so all arithmetic stays integer.
+Not modelled: mixed chunk (`m = 0`), priority preemption, the prefill delayer, dLLM, Mamba slots,
+`truncation_align_size`, `add_one_req_ignore_eos`, `prefill_max_requests`, the #25741 refinement
+of the `rem_input_tokens` gate, and the #31681/#32700 chunk-cap escape hatch (it only changes what
+happens to a request whose SWA budget exceeds the whole SWA pool).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import hicache, radix_cache
+from .radix_cache import MatchResult
+from .state import RUNNING, State
+from .transition import Ctx, transition
+
+CONTINUE, NO_TOKEN, OTHER = 0, 1, 2
+RESULT_NAMES = ("CONTINUE", "NO_TOKEN", "OTHER")
+
+
+@dataclass(frozen=True)
+class Adder:
+    """The pass state of a `PrefillAdder`."""
+
+    rem_total_token_offset: Any  # times new_token_ratio's denominator
+    cur_rem_token_offset: Any
+    rem_input_tokens: Any
+    rem_chunk_tokens: Any  # None: chunked prefill off
+    rem_swa_token_offset: Any
+    stopped: Any  # a result other than CONTINUE ended the pass
+    can_run: tuple  # per request slot: appended to can_run_list
+    extend: tuple  # per request slot: extend_input_len admitted
+    prefix: tuple  # per request slot: len(prefix_indices) at admission
+    new_chunked: tuple  # per request slot: became new_chunked_req (truncated chunk)
+    fresh_slot: tuple  # per request slot: needs a new req_to_token_pool slot
+    result: Any  # last AddReqResult
+
+    def set(self, **kw: Any) -> "Adder":
+        return Adder(**{**self.__dict__, **kw})
+
+    def at(self, name: str, r: int, v: Any) -> "Adder":
+        t = getattr(self, name)
+        return self.set(**{name: t[:r] + (v,) + t[r + 1 :]})
+
+    def merge(self, ops: Any, c: Any, other: "Adder") -> "Adder":
+        out = {}
+        for k, a in self.__dict__.items():
+            b = other.__dict__[k]
+            if a is b:
+                out[k] = a
+            elif isinstance(a, tuple):
+                out[k] = tuple(u if u is v else ops.ite(c, u, v) for u, v in zip(a, b))
+            elif a is None:
+                out[k] = None
+            else:
+                out[k] = ops.ite(c, a, b)
+        return Adder(**out)
+
+    def any_admitted(self, x: Ctx) -> Any:
+        return x.or_(*self.can_run)
+
+
+def ratio(x: Ctx) -> tuple[int, int]:
+    return x.cfg.new_token_ratio
+
+
+def max_new_remaining(x: Ctx, s: State, r: int) -> Any:
+    """min(max(max_new_tokens - len(output_ids), 0), CLIP_MAX_NEW_TOKENS)."""
+    return x.min(x.clamp0(x.p.max_new_tokens[r] - s.output_len[r]), x.cfg.clip_max_new_tokens)
+
+
+@transition("managers/schedule_policy.py::PrefillAdder.__init__", modifies=())
+def new_adder(x: Ctx, s: State) -> Adder:
+    """`PrefillAdder.__init__`: offsets from the running batch (no mixed chunk: m = 0)."""
+    num, _den = ratio(x)
+    R = x.cfg.num_reqs
+    offset = x.sum(x.ite(s.status[r] == RUNNING, num * max_new_remaining(x, s, r), 0) for r in range(R))
+    return Adder(
+        rem_total_token_offset=offset,
+        cur_rem_token_offset=0,
+        rem_input_tokens=x.p.max_prefill_tokens,
+        rem_chunk_tokens=x.p.chunked_prefill_size if x.cfg.chunked_prefill else None,
+        rem_swa_token_offset=0,
+        stopped=False,
+        can_run=(False,) * R,
+        extend=(0,) * R,
+        prefix=(0,) * R,
+        new_chunked=(False,) * R,
+        fresh_slot=(False,) * R,
+        result=CONTINUE,
+    )
+
+
+# -- live budgets ---------------------------------------------------------------------------------
+# `extra` is the PrefillAdder's temporary lock while it is held (radix_cache.Locker tuples).
+def full_available_and_evictable(x: Ctx, s: State, extra: tuple = ()) -> Any:
+    """`available_size + evictable_size` of the full budget; before #22597 hybrid SWA used the min
+    of the two pools here and had no separate SWA budget."""
+    c = radix_cache.counters(x, s, extra)
+    full = s.full_available + c.full_evictable
+    if x.cfg.hybrid_swa and not x.on("swa_budget_split"):
+        return x.min(full, s.swa_available + c.swa_evictable)
+    return full
+
+
+def rem_total_scaled(x: Ctx, s: State, ad: Adder, extra: tuple = ()) -> Any:
+    """`rem_total_tokens` times the ratio's denominator."""
+    _num, den = ratio(x)
+    return den * full_available_and_evictable(x, s, extra) - ad.rem_total_token_offset
+
+
+def rem_total_int(x: Ctx, s: State, ad: Adder) -> Any:
+    """`int(rem_total_tokens)` (floor; only its sign matters where SGLang truncates a negative)."""
+    return x.fdiv(rem_total_scaled(x, s, ad), ratio(x)[1])
+
+
+def cur_rem_tokens(x: Ctx, s: State, ad: Adder) -> Any:
+    return full_available_and_evictable(x, s) - ad.cur_rem_token_offset
+
+
+def rem_swa_tokens(x: Ctx, s: State, ad: Adder, extra: tuple = ()) -> Any:
+    return s.swa_available + radix_cache.counters(x, s, extra).swa_evictable - ad.rem_swa_token_offset
+
+
+def swa_gate_on(x: Ctx) -> bool:
+    return x.cfg.hybrid_swa and x.on("swa_budget_split")
+
+
+@transition("managers/schedule_policy.py::PrefillAdder._swa_budget_for_req", modifies=())
+def _swa_budget_for_req(x: Ctx, ad: Adder, extend: Any, max_new: Any, swa_host_hit: Any) -> Any:
+    """`_swa_budget_for_req`: SWA tokens a request may still need in this pass (chunk N+1 of a
+    chunked prefill, at least one window for decode headroom, one page of allocator slack, and
+    since #27391 the SWA pages its load-back allocates)."""
+    ps, W = x.ps, x.p.sliding_window_size
+    rc = ad.rem_chunk_tokens
+    capped = x.min(extend, rc) if rc is not None else extend
+    if x.on("swa_window_headroom"):
+        budget = x.clamp0(capped - W) + x.min(extend + max_new, W) + ps
+    else:
+        budget = x.max(capped, W) + ps
+    if x.on("swa_hostload_budget"):
+        budget = budget + x.ite(swa_host_hit > 0, x.ceil_page(swa_host_hit), 0)
+    return budget
+
+
+@transition("managers/schedule_policy.py::PrefillAdder.budget_state", modifies=())
+def budget_state(x: Ctx, s: State, ad: Adder) -> Any:
+    """`budget_state()`: NO_TOKEN when a token budget is spent, OTHER when the input or chunk budget is."""
+    no_token = x.or_(rem_total_scaled(x, s, ad) <= 0, cur_rem_tokens(x, s, ad) <= 0)
+    if swa_gate_on(x):
+        no_token = x.or_(no_token, rem_swa_tokens(x, s, ad) <= 0)
+    other = ad.rem_input_tokens <= 0
+    if ad.rem_chunk_tokens is not None:
+        other = x.or_(other, ad.rem_chunk_tokens <= 0)
+    return x.ite(no_token, NO_TOKEN, x.ite(other, OTHER, CONTINUE))
+
+
+@transition("managers/schedule_policy.py::PrefillAdder._update_prefill_budget", modifies=())
+def _update_prefill_budget(x: Ctx, ad: Adder, extend: Any, max_new: Any) -> Adder:
+    """`__update_prefill_budget(prefix_len, extend_input_len, max_new_tokens)`."""
+    ps = x.ps
+    _num, den = ratio(x)
+    e = x.ceil_page(extend)
+    upd = dict(
+        rem_total_token_offset=ad.rem_total_token_offset + den * (e + max_new + ps),
+        cur_rem_token_offset=ad.cur_rem_token_offset + e + ps,
+        rem_input_tokens=ad.rem_input_tokens - e,
+    )
+    if swa_gate_on(x):
+        upd["rem_swa_token_offset"] = ad.rem_swa_token_offset + _swa_budget_for_req(x, ad, e, max_new, 0)
+    if ad.rem_chunk_tokens is not None:
+        upd["rem_chunk_tokens"] = ad.rem_chunk_tokens - e
+    return ad.set(**upd)
+
+
+# -- admission ------------------------------------------------------------------------------------
+def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any, extra: tuple = ()) -> Any:
+    """Steps 6-7 (and their re-check under the lock): NO_TOKEN when the request does not fit."""
+    _num, den = ratio(x)
+    fails = den * total_tokens >= rem_total_scaled(x, s, ad, extra)
+    if swa_gate_on(x):
+        fails = x.or_(fails, swa_budget >= rem_swa_tokens(x, s, ad, extra))
+    return fails
+
+
+@transition(
+    "managers/schedule_policy.py::PrefillAdder.add_one_req",
+    modifies=(
+        "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone", "cache_protected_len",
+        "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", "swa_evicted_seqlen",
+        *radix_cache.DRIFT_FIELDS,
+    ),
+)
+def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot: Any) -> tuple[State, Adder]:
+    """Admit waiting request r (its match `m` just computed) if the budgets allow; appends it to
+    can_run_list, locks its prefix, may load its host hit back, and charges the pass budgets."""
+    ps = x.ps
+    fill = s.origin_input_len[r] + s.output_len[r]
+    extend = fill - m.prefix_len
+    max_new = max_new_remaining(x, s, r)
+    total_tokens = extend + max_new + ps
+    swa_host = m.swa_host_hit_length if x.on("swa_hostload_budget") else 0
+    swa_budget = _swa_budget_for_req(x, ad, extend, max_new, swa_host) if swa_gate_on(x) else 0
+    real_input = x.ceil_page(extend - m.host_hit_length)
+    no_token = _token_gates(x, s, ad, total_tokens, swa_budget)
+    other = x.and_(real_input >= ad.rem_input_tokens, ad.any_admitted(x))
+    passes = x.and_(x.not_(no_token), x.not_(other))
+
+    def under_temporary_lock() -> tuple[State, Adder]:
+        # `with self._lock_node(req.last_node)`: the match path leaves the evictable budget
+        s1, tmp_top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
+        lock = ((True, m.last_device_node, tmp_top),)
+        recheck = _token_gates(x, s1, ad, total_tokens, swa_budget, lock)
+        needs_load = x.and_(x.not_(recheck), x.or_(m.host_hit_length > 0, swa_host > 0)) if x.cfg.hicache else False
+        s2, prefix, last = x.branch(
+            needs_load,
+            lambda: hicache.init_load_back(x, s1, r, m, lock),
+            lambda: (s1, m.prefix_len, m.last_device_node),
+        )
+        # the match set cache_protected_len; a load-back resets it to the grown prefix (step 11)
+        protected = x.ite(needs_load, prefix, m.cache_protected_len)
+        ext = fill - prefix
+        in_tokens = x.ceil_page(ext)
+        other2 = x.and_(in_tokens >= ad.rem_input_tokens, ad.any_admitted(x))
+        rc = ad.rem_chunk_tokens
+        whole = True if rc is None else in_tokens <= rc
+        trunc = 0 if rc is None else x.floor_page(rc)
+        admit = x.and_(x.not_(recheck), x.not_(other2), x.or_(whole, trunc > 0))
+        ext_admitted = x.ite(whole, ext, trunc)
+
+        def append() -> tuple[State, Adder]:
+            s3, top = radix_cache.inc_lock_ref(x, s2, last)  # _req_inc_lock_ref: the persistent lock
+            s3 = s3.req(r, cache_protected_len=protected, last_node=last, swa_lock_top=top, swa_evicted_seqlen=m.swa_evicted_seqlen)
+            mnt = x.ite(whole, x.min(x.p.max_new_tokens[r], x.cfg.clip_max_new_tokens), 0)
+            ad2 = _update_prefill_budget(x, ad, ext_admitted, mnt)
+            ad2 = ad2.at("can_run", r, True).at("extend", r, ext_admitted).at("prefix", r, prefix)
+            ad2 = ad2.at("new_chunked", r, x.not_(whole)).at("fresh_slot", r, fresh_slot)
+            return s3, ad2
+
+        s4, ad4 = x.branch(admit, append, lambda: (s2, ad))
+        s4 = radix_cache.dec_lock_ref(x, s4, m.last_device_node, tmp_top)
+        res = x.ite(recheck, NO_TOKEN, x.ite(admit, budget_state(x, s4, ad4), OTHER))
+        return s4, ad4.set(result=res)
+
+    s_out, ad_out = x.branch(passes, under_temporary_lock, lambda: (s, ad.set(result=x.ite(no_token, NO_TOKEN, OTHER))))
+    return s_out, ad_out.set(stopped=ad_out.result != CONTINUE)
+
+
+@transition("managers/schedule_policy.py::PrefillAdder.add_chunked_req", modifies=())
+def add_chunked_req(x: Ctx, s: State, ad: Adder, r: int) -> tuple[Adder, Any]:
+    """`add_chunked_req` for the scheduler's chunked request r (prefix = its committed length).
+    Returns the adder and whether r stays the chunked request (truncated, or deferred)."""
+    ps = x.ps
+    fill = s.origin_input_len[r] + s.output_len[r]
+    prefix = s.kv_committed_len[r]
+    extend = fill - prefix
+    rc = ad.rem_chunk_tokens
+    budget = x.min(rc, rem_total_int(x, s, ad))
+    deferred: Any = False
+    if x.cfg.hybrid_swa and x.on("swa_budget_split"):
+        reserve = ps if x.on("chunked_swa_page_reserve") else 0
+        budget = x.min(budget, rem_swa_tokens(x, s, ad) - reserve)
+        if x.on("chunked_swa_page_reserve"):
+            deferred = budget <= 0  # #23174: leave it for a later pass instead of over-allocating
+    budget = x.ite(x.and_(budget <= 0, x.not_(deferred)), rc, budget)  # "must be added or its KV leaks"
+    truncated = extend > budget
+    ext = x.min(extend, budget)
+    mnt = x.ite(truncated, 0, x.min(x.p.max_new_tokens[r], x.cfg.clip_max_new_tokens))
+    appended = _update_prefill_budget(x, ad, ext, mnt)
+    appended = appended.at("can_run", r, True).at("extend", r, ext).at("prefix", r, prefix).at("new_chunked", r, truncated)
+    out = x.branch(deferred, lambda: ad, lambda: appended)
+    return out, x.or_(deferred, truncated)

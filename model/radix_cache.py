@@ -1,0 +1,480 @@
+"""The radix tree: `RadixCache`, `SWARadixCache`, and the HiCache residency of `HiRadixCache` /
+`UnifiedRadixCache` (host copies, evicted-but-backed-up nodes).
+
+SGLang files (sglang @ d55f1c28; paths under python/sglang/srt/): `mem_cache/radix_cache.py`,
+`mem_cache/swa_radix_cache.py`, `mem_cache/hiradix_cache.py`, `mem_cache/unified_radix_cache.py`.
+
+Modelled: node lengths and residency; SWA tombstones; locks with SGLang's walk (full lock from the
+node to the root; SWA lock from the node upward while fewer than W SWA tokens are locked, whole
+nodes; the node that reaches W carries `swa_uuid_for_lock`); insert with `prev_prefix_len` and
+`swa_evicted_seqlen` (a tombstone part and a normal part, nothing inserted when the whole new
+range is out of the window); duplicates freed by the inserter; leaf-first eviction, SWA-only
+tombstoning of internal nodes.
+
+Locks and counters. A lock is held by a *locker*: a running request (`last_node`,
+`swa_uuid_for_lock`), a session slot, an in-flight load-back, or the PrefillAdder's temporary
+lock. SGLang keeps `lock_ref` per node and `evictable_size_` / `protected_size_` per pool as
+counters updated on every 0<->1 transition; when that bookkeeping is right they equal the number
+of lockers at or below a node and the sizes of the unlocked / locked device nodes. kvmc derives
+them from the lockers, and adds a per-counter *drift* (0 unless a planted bug makes SGLang's
+counter wrong), so `evictable_size()` here is what SGLang's counter reports. Deriving them keeps
+the solver away from proving the bookkeeping at every step; a bookkeeping bug is modelled as the
+drift it causes (model/mutants/).
+
+Abstracted (and why it is sound for the properties checked):
+* Nodes sit at fixed positions (atoms, model/config.py). A node split happens in SGLang when a
+  match or insert ends inside a node; with atoms, matches and inserts end at atom boundaries.
+  Where an insert would have to split an existing node of the request's own chain, kvmc stops
+  the insert at the node boundary and the rest stays with the request (it is freed at finish).
+* Eviction order: SGLang evicts LRU leaves. kvmc lets eviction pick *any* minimal set of
+  evictable leaves (leaf-peeling, stopping as soon as enough is freed), which covers LRU under
+  every access history: an over-approximation, sound for safety properties.
+* SWA locks skip tombstones (as UnifiedRadixCache does; SWARadixCache asserts none is met).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from . import allocator
+from .state import ROOT, State
+from .transition import Ctx, transition
+
+DRIFT_FIELDS = ("full_evictable_drift", "full_protected_drift", "swa_evictable_drift", "swa_protected_drift")
+Locker = tuple  # (active, node, swa_uuid_node)
+
+
+def on_device(x: Ctx, s: State, a: int) -> Any:
+    return x.and_(s.node_len[a] > 0, s.node_device[a])
+
+
+def _under(x: Ctx, node: Any, a: int) -> Any:
+    """Atom a is `node` or one of its ancestors (a lock taken at `node` covers a)."""
+    return x.or_(*[node == n for n in range(x.cfg.num_atoms) if a in x.shape.ancestors[n]])
+
+
+def _at_or_below(x: Ctx, top: Any, a: int) -> Any:
+    """Atom a is `top` or below it; everything is below ROOT (a uuid of None: unlock to the root)."""
+    return x.or_(top == ROOT, *[top == t for t in x.shape.ancestors[a]])
+
+
+def lockers(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Locker]:
+    """Everyone holding a lock: requests, in-flight load-backs, session slots, plus `extra`."""
+    out: list[Locker] = []
+    for r in range(x.cfg.num_reqs):
+        out.append((True, s.last_node[r], s.swa_lock_top[r]))
+        if x.cfg.hicache:
+            out.append((True, s.load_back_node[r], s.load_back_swa_top[r]))
+    for i in range(len(x.cfg.streaming_sessions)):
+        out.append((s.slot_holding[i], s.slot_last_node[i], s.slot_swa_lock_top[i]))
+    return out + list(extra)
+
+
+def full_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
+    """Per atom: `full_lock_ref > 0`."""
+    ls = lockers(x, s, extra)
+    return [x.or_(*[x.and_(act, _under(x, n, a)) for act, n, _t in ls]) for a in range(x.cfg.num_atoms)]
+
+
+def swa_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
+    """Per atom: `swa_lock_ref > 0` (covered from a locker's node up to its uuid node)."""
+    if not x.cfg.hybrid_swa:
+        return [False] * x.cfg.num_atoms
+    ls = lockers(x, s, extra)
+    return [
+        x.and_(x.not_(s.node_swa_tombstone[a]), x.or_(*[x.and_(act, _under(x, n, a), _at_or_below(x, t, a)) for act, n, t in ls]))
+        for a in range(x.cfg.num_atoms)
+    ]
+
+
+def lock_refs(x: Ctx, s: State) -> tuple[list[Any], list[Any]]:
+    """`full_lock_ref` and `swa_lock_ref` per atom (for reports and well-formedness)."""
+    ls = lockers(x, s)
+    K = x.cfg.num_atoms
+    full = [x.sum(x.ite(x.and_(act, _under(x, n, a), s.node_len[a] > 0), 1, 0) for act, n, _t in ls) for a in range(K)]
+    if not x.cfg.hybrid_swa:
+        return full, [0] * K
+    swa = [
+        x.sum(x.ite(x.and_(act, _under(x, n, a), _at_or_below(x, t, a), s.node_len[a] > 0, x.not_(s.node_swa_tombstone[a])), 1, 0)
+              for act, n, t in ls)
+        for a in range(K)
+    ]
+    return full, swa
+
+
+@dataclass(frozen=True)
+class Counters:
+    """`full_evictable_size()`, `full_protected_size()`, `swa_evictable_size()`, `swa_protected_size()`."""
+
+    full_evictable: Any
+    full_protected: Any
+    swa_evictable: Any
+    swa_protected: Any
+
+
+def counters(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> Counters:
+    K = x.cfg.num_atoms
+    dev = [on_device(x, s, a) for a in range(K)]
+    fl = full_locked(x, s, extra)
+    fe = x.sum(x.ite(x.and_(dev[a], x.not_(fl[a])), s.node_len[a], 0) for a in range(K)) + s.full_evictable_drift
+    fp = x.sum(x.ite(x.and_(dev[a], fl[a]), s.node_len[a], 0) for a in range(K)) + s.full_protected_drift
+    if not x.cfg.hybrid_swa:
+        return Counters(fe, fp, 0, 0)
+    sl = swa_locked(x, s, extra)
+    sdev = [x.and_(dev[a], x.not_(s.node_swa_tombstone[a])) for a in range(K)]
+    se = x.sum(x.ite(x.and_(sdev[a], x.not_(sl[a])), s.node_len[a], 0) for a in range(K)) + s.swa_evictable_drift
+    sp = x.sum(x.ite(x.and_(sdev[a], sl[a]), s.node_len[a], 0) for a in range(K)) + s.swa_protected_drift
+    return Counters(fe, fp, se, sp)
+
+
+@transition("mem_cache/swa_radix_cache.py::SWARadixCache.inc_lock_ref", modifies=DRIFT_FIELDS)
+def inc_lock_ref(x: Ctx, s: State, node: Any) -> tuple[State, Any]:
+    """Lock `node`..root (full) and the nearest >= W SWA tokens; returns swa_uuid_for_lock's node.
+
+    The caller records the lock (the request's `last_node` / `swa_uuid_for_lock`); lock refs and
+    the evictable/protected counters follow from the lockers (module docstring)."""
+    if not x.cfg.hybrid_swa or x.cfg.num_atoms == 0:
+        return s, ROOT
+    K = x.cfg.num_atoms
+    W = x.p.sliding_window_size
+    on = [x.and_(_under(x, node, a), s.node_len[a] > 0) for a in range(K)]
+    swa_len = [x.ite(x.and_(on[a], x.not_(s.node_swa_tombstone[a])), s.node_len[a], 0) for a in range(K)]
+    top: Any = ROOT
+    for a in range(K):
+        before = x.sum(swa_len[b] for b in x.shape.descendants[a])  # SWA tokens locked below a on the walk
+        reaches = x.and_(on[a], x.not_(s.node_swa_tombstone[a]), before < W, before + s.node_len[a] >= W)
+        top = x.ite(reaches, a, top)
+    return s, top
+
+
+@transition("mem_cache/swa_radix_cache.py::SWARadixCache.dec_lock_ref", modifies=DRIFT_FIELDS)
+def dec_lock_ref(x: Ctx, s: State, node: Any, swa_uuid_node: Any) -> State:
+    """Unlock `node`..root (full) and the SWA locks from `node` up to the uuid node (root if none).
+    The caller drops the lock record; nothing else changes when the bookkeeping is right."""
+    return s
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """`MatchResult` of `match_prefix`: device prefix, its last node, HiCache host hits."""
+
+    prefix_len: Any  # len(device_indices)
+    last_device_node: Any
+    best_match_node: Any
+    host_hit_length: Any  # Full-KV tokens on host after last_device_node
+    swa_host_hit_length: Any  # SWA tokens to load: host nodes in best_match_node's window (#27391)
+    host_atoms: tuple  # per atom: part of the host hit
+    host_in_window: tuple  # per atom: part of the host hit and inside the SWA window
+    cache_protected_len: Any  # MatchResult.cache_protected_len (a session slot's), else prefix_len
+    swa_evicted_seqlen: Any  # a restored session row's E, else 0
+
+    def merge(self, ops: Any, c: Any, other: "MatchResult") -> "MatchResult":
+        def m(a: Any, b: Any) -> Any:
+            if isinstance(a, tuple):
+                return tuple(ops.ite(c, u, v) for u, v in zip(a, b))
+            return ops.ite(c, a, b)
+
+        return MatchResult(*(m(getattr(self, f), getattr(other, f)) for f in self.__dataclass_fields__))
+
+
+def match_prefix(x: Ctx, s: State, r: int, key_len: Any) -> MatchResult:
+    """`match_prefix` for request slot r's key (its fill ids minus the last token).
+
+    SWA rule (`SWARadixCache._match_prefix_helper`): the match ends at the deepest node such that
+    the path has no tombstone, or at least W non-tombstone tokens after the last one. HiCache:
+    evicted-but-backed-up nodes right after the device match are a host hit; the SWA part of the
+    host hit is the host nodes met walking up from the best match until W tokens are covered."""
+    K = x.cfg.num_atoms
+    key = x.floor_page(key_len)
+    hybrid = x.cfg.hybrid_swa
+    W = x.p.sliding_window_size if hybrid else 0
+    pos: Any = 0
+    ok: Any = True  # still walking device nodes
+    seen_tomb: Any = False
+    after_tomb: Any = 0
+    prefix: Any = 0
+    last: Any = ROOT
+    walk_end: Any = ROOT  # deepest device node walked (physically matched)
+    for a in x.shape.path[r]:
+        L = s.node_len[a]
+        e = L > 0
+        end = pos + L
+        step_ok = x.and_(ok, x.or_(x.not_(e), x.and_(s.node_device[a], end <= key)))
+        if hybrid:
+            t = s.node_swa_tombstone[a]
+            seen_tomb = x.or_(seen_tomb, x.and_(step_ok, e, t))
+            after_tomb = x.ite(x.and_(step_ok, e), x.ite(t, 0, after_tomb + L), after_tomb)
+            valid = x.or_(x.not_(seen_tomb), after_tomb >= W)
+        else:
+            valid = True
+        hit = x.and_(step_ok, e, valid)
+        prefix = x.ite(hit, end, prefix)
+        last = x.ite(hit, a, last)
+        walk_end = x.ite(x.and_(step_ok, e), a, walk_end)
+        ok = step_ok
+        pos = x.ite(e, end, pos)
+    if not x.cfg.hicache:
+        zero = tuple(False for _ in range(K))
+        return MatchResult(prefix, last, last, 0, 0, zero, zero, prefix, 0)
+    # host continuation: only right after a device match that ended at its physical end
+    hpos: Any = prefix
+    hok: Any = last == walk_end
+    in_host = [False] * K
+    host_hit: Any = 0
+    best: Any = last
+    path = x.shape.path[r]
+    for a in path:
+        L = s.node_len[a]
+        e = L > 0
+        below = x.or_(walk_end == ROOT, *[walk_end == b for b in x.shape.ancestors[a][1:]])  # strictly below
+        cand = x.and_(hok, below, e)
+        take = x.and_(cand, x.not_(s.node_device[a]), s.node_host[a], hpos + L <= key)
+        # a device node, or a node without a host copy, ends the host hit
+        hok = x.and_(hok, x.or_(x.not_(x.and_(below, e)), take))
+        in_host[a] = take
+        host_hit = host_hit + x.ite(take, L, 0)
+        hpos = x.ite(take, hpos + L, hpos)
+        best = x.ite(take, a, best)
+    in_window = [False] * K
+    swa_host: Any = 0
+    if hybrid:
+        for a in path:
+            deeper = x.sum(x.ite(in_host[b], s.node_len[b], 0) for b in x.shape.descendants[a] if b in path)
+            in_window[a] = x.and_(in_host[a], deeper < W)
+            swa_host = swa_host + x.ite(in_window[a], s.node_len[a], 0)
+    return MatchResult(prefix, last, best, host_hit, swa_host, tuple(in_host), tuple(in_window), prefix, 0)
+
+
+@transition(
+    "mem_cache/swa_radix_cache.py::SWARadixCache.evict",
+    modifies=("full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone"),
+)
+def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_locks: Sequence[Locker] = ()) -> State:
+    """Free at least `full_need` full and `swa_need` SWA tokens from unlocked nodes, if possible.
+
+    Full phase: delete unlocked device leaves (a backed-up node becomes host-only, others are
+    removed), and tombstone nodes left childless. SWA phase: tombstone SWA-unlocked internal nodes.
+    Which leaves go is a choice (any minimal set: see the module docstring)."""
+    K = x.cfg.num_atoms
+    if K == 0:
+        return s
+    sh = x.shape
+    hybrid = x.cfg.hybrid_swa
+    need = x.or_(full_need > 0, swa_need > 0) if hybrid else full_need > 0
+    exists = [s.node_len[a] > 0 for a in range(K)]
+    dev = [x.and_(exists[a], s.node_device[a]) for a in range(K)]
+    host = [s.node_host[a] if x.cfg.hicache else False for a in range(K)]
+    tomb = [s.node_swa_tombstone[a] if hybrid else False for a in range(K)]
+    locked = full_locked(x, s, extra_locks)
+    slocked = swa_locked(x, s, extra_locks)
+    d: list[Any] = [False] * K
+    elig: list[Any] = [False] * K
+    with x.scope(site):
+        for a in reversed(range(K)):  # children have larger indices: decide them first
+            kids = sh.children[a]
+            leaf_after = x.and_(*[x.or_(x.not_(dev[c]), d[c]) for c in kids])
+            gone_after = x.and_(*[x.or_(x.not_(exists[c]), x.and_(d[c], x.not_(host[c]))) for c in kids])
+            elig[a] = x.and_(need, dev[a], x.not_(locked[a]), leaf_after, x.or_(host[a], gone_after))
+            # a tombstone whose last device child goes is deleted with it ("no leaf is a tombstone")
+            forced = x.and_(dev[a], tomb[a], x.not_(locked[a]), gone_after, x.or_(*[x.and_(dev[c], d[c]) for c in kids]))
+            d[a] = x.or_(forced, x.choose_bool_when(f"evict[{a}]", elig[a]))
+        t: list[Any] = [False] * K
+        if hybrid:
+            for a in range(K):
+                internal = x.or_(*[x.and_(dev[c], x.not_(d[c])) for c in sh.children[a]])
+                ok_t = x.and_(swa_need > 0, dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), internal)
+                t[a] = x.choose_bool_when(f"tombstone[{a}]", ok_t)
+    L = s.node_len
+    swa_len = [x.ite(tomb[a], 0, L[a]) for a in range(K)]
+    freed_full = x.sum(x.ite(d[a], L[a], 0) for a in range(K))
+    freed_swa = x.sum(x.ite(d[a], swa_len[a], 0) for a in range(K)) + x.sum(x.ite(t[a], L[a], 0) for a in range(K))
+    freed_full = x.let("evict_freed_full", freed_full)
+    more_full = x.or_(*[x.and_(elig[a], x.not_(d[a])) for a in range(K)])
+    x.assume(x.or_(freed_full >= full_need, x.not_(more_full)), "eviction stopped early")
+    if hybrid:
+        freed_swa = x.let("evict_freed_swa", freed_swa)
+        more_swa = x.or_(
+            *[
+                x.or_(
+                    x.and_(elig[a], x.not_(d[a]), x.not_(tomb[a])),
+                    x.and_(dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), x.not_(t[a]),
+                           x.or_(*[x.and_(dev[c], x.not_(d[c])) for c in sh.children[a]])),
+                )
+                for a in range(K)
+            ]
+        )
+        x.assume(x.or_(freed_swa >= swa_need, x.not_(more_swa)), "SWA eviction stopped early")
+    for a in range(K):
+        p = sh.parent[a]
+        top = x.and_(d[a], elig[a], x.not_(d[p]) if p >= 0 else True)
+        enough_without = x.and_(freed_full - L[a] >= full_need, (freed_swa - swa_len[a] >= swa_need) if hybrid else True)
+        x.assume(x.implies(top, x.not_(enough_without)), "eviction freed more nodes than needed")
+        if hybrid:
+            x.assume(x.implies(t[a], freed_swa - L[a] < swa_need), "SWA eviction tombstoned more than needed")
+    for a in range(K):
+        keep_host = x.and_(d[a], host[a])
+        s = s.node(
+            a,
+            node_len=x.ite(x.and_(d[a], x.not_(host[a])), 0, L[a]),
+            node_swa_tombstone=x.ite(d[a], x.ite(keep_host, s.node_swa_tombstone[a], False), x.or_(s.node_swa_tombstone[a], t[a])),
+        )
+        if x.cfg.hicache:  # without HiCache node_device stays True: a node exists iff its length > 0
+            s = s.node(a, node_device=x.ite(d[a], False, s.node_device[a]))
+    return allocator.free(x, s, freed_full, freed_swa if hybrid else 0)
+
+
+def _first_free_private(x: Ctx, s: State, r: int, k: int) -> Any:
+    """The k-th private atom of r is the first one that does not exist (existing ones are a prefix)."""
+    chain = x.shape.private[r]
+    prev = s.node_len[chain[k - 1]] > 0 if k > 0 else True
+    return x.and_(prev, s.node_len[chain[k]] == 0)
+
+
+@transition(
+    "mem_cache/swa_radix_cache.py::SWARadixCache.insert",
+    modifies=(
+        "node_len",
+        "node_device",
+        "node_host",
+        "node_swa_tombstone",
+        "full_available",
+        "swa_available",
+    ),
+)
+def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted_seqlen: Any, site: str) -> tuple[State, Any, Any]:
+    """Insert request r's tokens [0, end) (page aligned) whose KV it owns from `prev_prefix_len`.
+
+    Existing nodes in the request's range are duplicates: the request's copy is freed, except a
+    tombstone (or a host-only node) whose SWA the request still holds, which is revived with the
+    request's slots. The new part becomes a tombstone node [.., E) and a normal node [E, end); if
+    it is all below E nothing is inserted and it is freed. Returns (state, last node, end of the
+    part now owned by the tree)."""
+    hybrid = x.cfg.hybrid_swa
+    E = x.max(prev_prefix_len, swa_evicted_seqlen) if (hybrid and swa_evicted_seqlen is not None) else prev_prefix_len
+    pos: Any = 0
+    stop: Any = False
+    last: Any = ROOT
+    free_full: Any = 0
+    free_swa: Any = 0
+    for a in x.shape.path[r]:
+        L = s.node_len[a]
+        e = L > 0
+        st, en = pos, pos + L
+        covered = x.and_(e, x.not_(stop), en <= end)
+        stop = x.or_(stop, x.and_(e, en > end))
+        mine = x.and_(covered, st >= prev_prefix_len)
+        dev = s.node_device[a]
+        tomb = s.node_swa_tombstone[a] if hybrid else False
+        holds_all_swa = E <= st
+        req_swa = x.clamp0(en - x.max(st, E))
+        dup = x.and_(mine, dev, x.not_(tomb))
+        revive_tomb = x.and_(mine, dev, tomb, holds_all_swa)
+        keep_tomb = x.and_(mine, dev, tomb, x.not_(holds_all_swa))
+        revive_host = x.and_(mine, x.not_(dev))
+        free_full = free_full + x.ite(x.and_(mine, dev), L, 0)
+        free_swa = free_swa + x.ite(x.or_(dup, keep_tomb, x.and_(revive_host, x.not_(holds_all_swa))), req_swa, 0)
+        s = s.node(
+            a,
+            node_device=x.or_(dev, revive_host),
+            node_swa_tombstone=x.ite(revive_tomb, False, x.ite(revive_host, x.not_(holds_all_swa), tomb)) if hybrid else tomb,
+        )
+        last = x.ite(covered, a, last)
+        pos = x.ite(covered, en, pos)
+    start = pos  # where new nodes begin (the boundary we stopped at, if stopped)
+    new_len = x.ite(stop, 0, x.clamp0(end - start))
+    if hybrid and swa_evicted_seqlen is not None:
+        tomb_len = x.min(x.clamp0(x.min(E, end) - start), new_len)
+    else:
+        tomb_len = 0
+    norm_len = new_len - tomb_len
+    nothing = x.and_(tomb_len > 0, norm_len == 0)  # all out of window: freed, not inserted
+    free_full = free_full + x.ite(nothing, tomb_len, 0)
+    create_tomb = x.and_(tomb_len > 0, norm_len > 0)
+    create_norm = norm_len > 0
+    chain = x.shape.private[r]
+    m = len(chain)
+    backup = x.choose_bool(f"{site}.write_backup") if x.cfg.hicache else False
+    s0 = s  # placement is decided on the chain as it was before this insert
+    placed_t: Any = False
+    placed_n: Any = False
+    for k, a in enumerate(chain):
+        here_t = x.and_(create_tomb, _first_free_private(x, s0, r, k))
+        here_n = x.and_(
+            create_norm,
+            x.or_(
+                x.and_(x.not_(create_tomb), _first_free_private(x, s0, r, k)),
+                x.and_(create_tomb, _first_free_private(x, s0, r, k - 1)) if k > 0 else False,
+            ),
+        )
+        placed_t = x.or_(placed_t, here_t)
+        placed_n = x.or_(placed_n, here_n)
+        s = s.node(
+            a,
+            node_len=x.ite(here_t, tomb_len, x.ite(here_n, norm_len, s.node_len[a])),
+            node_device=x.or_(s.node_device[a], here_t, here_n),
+            node_host=x.ite(x.or_(here_t, here_n), backup, s.node_host[a]),
+            node_swa_tombstone=x.ite(here_t, True, x.ite(here_n, False, s.node_swa_tombstone[a])),
+        )
+        last = x.ite(here_n, a, last)
+    # the bounded chain must have room (config.private_atoms bounds the nodes a request creates)
+    x.assume(x.implies(create_tomb, placed_t), f"request {r} inserted more nodes than private_atoms={m}")
+    x.assume(x.implies(create_norm, placed_n), f"request {r} inserted more nodes than private_atoms={m}")
+    s = allocator.free(x, s, free_full, free_swa)
+    owned_end = x.ite(stop, start, end)  # up to here the request's range is now the tree's (or freed)
+    return s, last, owned_end
+
+
+def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:
+    """Tokens held by tree nodes on the device: (full, SWA). The ground truth the counters track."""
+    K = x.cfg.num_atoms
+    full = x.sum(x.ite(x.and_(s.node_len[a] > 0, s.node_device[a]), s.node_len[a], 0) for a in range(K))
+    if not x.cfg.hybrid_swa:
+        return full, 0
+    swa = x.sum(
+        x.ite(x.and_(s.node_len[a] > 0, s.node_device[a], x.not_(s.node_swa_tombstone[a])), s.node_len[a], 0) for a in range(K)
+    )
+    return full, swa
+
+
+@transition(
+    "mem_cache/swa_radix_cache.py::SWARadixCache.cache_unfinished_req",
+    modifies=(
+        "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
+        "cache_protected_len", "last_node", "swa_lock_top", *DRIFT_FIELDS,
+    ),
+)
+def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
+    """Insert the computed, page-aligned part of request r into the tree (after a non-final chunk
+    or a finished prefill), free its duplicates, and move its lock to the new last node;
+    `cache_protected_len` becomes the tree part. No `swa_evicted_seqlen` is passed."""
+    end = x.floor_page(s.kv_committed_len[r])
+    s, last, owned = insert(x, s, r, s.cache_protected_len[r], end, None, site)
+    s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
+    s, top = inc_lock_ref(x, s, last)
+    return s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
+
+
+@transition(
+    "mem_cache/swa_radix_cache.py::SWARadixCache.cache_finished_req",
+    modifies=(
+        "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
+        "last_node", "swa_lock_top", *DRIFT_FIELDS,
+    ),
+)
+def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> State:
+    """Finish (or, with is_insert=False, retract) request r: insert [P, floor(C)) with its
+    swa_evicted_seqlen (or free it), free the unaligned tail [floor(C), C) as a whole page, unlock."""
+    C, P = s.kv_committed_len[r], s.cache_protected_len[r]
+    E = s.swa_evicted_seqlen[r] if x.cfg.hybrid_swa else 0
+    held_from = x.max(P, E)  # the request's SWA slots start here
+    end = x.floor_page(C)
+    if is_insert:
+        s, _last, owned = insert(x, s, r, P, end, E if x.cfg.hybrid_swa else None, site)
+    else:
+        owned = P
+    rest_full = end - owned + x.ceil_page(C) - end  # not taken by the tree, plus the tail page
+    rest_swa = x.clamp0(x.ceil_page(C) - x.max(owned, held_from)) if x.cfg.hybrid_swa else 0
+    s = allocator.free(x, s, rest_full, rest_swa)
+    s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
+    return s.req(r, last_node=ROOT, swa_lock_top=ROOT)

@@ -1,0 +1,257 @@
+"""`ScheduleBatch` steps and the release path: `_evict_swa`, `alloc_for_extend` /
+`prepare_for_extend`, `check_decode_mem`, `retract_decode`, `alloc_for_decode` /
+`prepare_for_decode`, and `release_kv_cache` (mem_cache/common.py).
+
+SGLang: managers/schedule_batch.py, mem_cache/common.py (allocation moved to mem_cache/allocation.py
+in v0.5.16), sglang @ d55f1c28.
+
+Abstracted: a batch is a set of request slots (its order is the slot order). `_evict_swa` fires
+whenever the scheduler may call it in a decode step (a choice): SGLang's trigger (every W decode
+steps in v0.5.1x, "at least SGLANG_SWA_EVICTION_INTERVAL tokens slid out" now) only decides *when*,
+and any timing is covered. The out-of-window threshold is v0.5.1x's `pre_len - W - page_size`.
+Retraction under `SGLANG_TEST_RETRACT` may be forced at any decode step (a choice), again covering
+every interval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import allocator, radix_cache, session
+from .state import (
+    FINISHED,
+    OOM_DECODE,
+    OOM_PREFILL,
+    OOM_REQ_SLOTS,
+    ROOT,
+    RUNNING,
+    WAITING,
+    State,
+)
+from .radix_cache import DRIFT_FIELDS
+from .transition import Ctx, transition
+
+
+@transition(
+    "managers/schedule_batch.py::ScheduleBatch._evict_swa",
+    modifies=("swa_evicted_seqlen", "swa_available"),
+)
+def _evict_swa(x: Ctx, s: State, r: int, pre_len: Any) -> State:
+    """Release request r's SWA slots that slid out of the window: [E, floor(pre_len - W - ps)).
+    E first rises to cache_protected_len (the tree owns [0, P); nothing is freed for it)."""
+    W, ps = x.p.sliding_window_size, x.ps
+    E = x.max(s.swa_evicted_seqlen[r], s.cache_protected_len[r])
+    target = x.max(E, x.floor_page(pre_len - W - ps))
+    s = allocator.free_swa(x, s, target - E)
+    return s.req(r, swa_evicted_seqlen=target)
+
+
+def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
+    """Over-allocation [ceil(C), ceil(A)) freed by release_kv_cache after the cache took its part."""
+    over = x.ceil_page(s.kv_allocated_len[r]) - x.ceil_page(s.kv_committed_len[r])
+    return over, (over if x.cfg.hybrid_swa else 0)
+
+
+@transition(
+    "mem_cache/common.py::release_kv_cache",
+    modifies=(
+        "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
+        "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
+        "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
+        "slot_closed", "last_node", "swa_lock_top", *DRIFT_FIELDS),
+)
+def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort: Any = False) -> State:
+    """Release request r's KV on finish (is_insert) or retraction: the cache takes its part
+    (`cache_finished_req`; a streaming session's slot takes the whole row, and an aborted
+    streaming request releases its whole session), then the over-allocation and the
+    req_to_token slot are freed."""
+    i = x.cfg.slot_of(r)
+    if i is not None:
+        s = session.save_from_req(x, s, r, i)
+        s = x.branch(abort, lambda: session.release_session(x, s, i), lambda: s)
+    else:
+        s = radix_cache.cache_finished_req(x, s, r, is_insert, site)
+        full, swa = _release_tokens(x, s, r)
+        s = allocator.free(x, s, full, swa)
+        s = s.set(req_pool_available=s.req_pool_available + 1)
+    return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+
+
+@transition(
+    "mem_cache/common.py::alloc_for_extend (ScheduleBatch.prepare_for_extend)",
+    modifies=(
+        "req_pool_available", "full_available", "swa_available", "node_len",
+        "node_device", "node_swa_tombstone", "kv_allocated_len", "kv_committed_len", "oom",
+    ),
+)
+def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tuple, fresh_slot: tuple) -> State:
+    """Allocate req_to_token slots and KV for an extend batch; A = C = prefix + extend on success.
+
+    page_size 1: `alloc_token_slots(E)` after evicting E. Paged: `alloc_extend` needs
+    sum(ceil(seq/ps) - ceil(prefix/ps)) pages (the partial last prefix page is filled first), after
+    evicting E + bs * ps. A None from the allocator is SGLang's "Prefill out of memory"."""
+    R = x.cfg.num_reqs
+    ps = x.ps
+    bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
+    fresh = x.sum(x.ite(x.and_(batch[r], fresh_slot[r]), 1, 0) for r in range(R))
+    slots_ok = fresh <= s.req_pool_available
+    ext_total = x.sum(x.ite(batch[r], extend[r], 0) for r in range(R))
+    if ps == 1:
+        need = ext_total
+        evict_for = ext_total
+    else:
+        need = x.sum(x.ite(batch[r], x.ceil_page(prefix[r] + extend[r]) - x.ceil_page(prefix[r]), 0) for r in range(R))
+        evict_for = ext_total + bs * ps
+
+    def allocate() -> State:
+        s1 = allocator.evict_from_tree_cache(x, s, evict_for, "evict")
+        ok = allocator.can_alloc(x, s1, need)
+
+        def done() -> State:
+            s2 = allocator.alloc(x, s1, need).set(req_pool_available=s1.req_pool_available - fresh)
+            for r in range(R):
+                seq = prefix[r] + extend[r]
+                s2 = s2.req(
+                    r,
+                    kv_allocated_len=x.ite(batch[r], seq, s2.kv_allocated_len[r]),
+                    kv_committed_len=x.ite(batch[r], seq, s2.kv_committed_len[r]),
+                )
+            return s2
+
+        return x.branch(ok, done, lambda: s1.set(oom=OOM_PREFILL))
+
+    return x.branch(slots_ok, allocate, lambda: s.set(oom=OOM_REQ_SLOTS))
+
+
+def decode_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
+    """`new_tokens_required_next_decode`: a page for each request whose KV ends on a page boundary;
+    with EAGLE v1 `bs * max(L'*k, D')` (page-rounded for page_size > 1)."""
+    R = x.cfg.num_reqs
+    ps = x.ps
+    bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
+    spec = x.cfg.spec
+    if spec is not None:
+        L, k, D = spec.num_steps, spec.topk, spec.num_draft_tokens
+        if ps > 1:
+            L = -(-(L + ps) // ps) * ps if k > 1 else -(-L // ps) * ps
+            D = -(-D // ps) * ps
+        return bs * max(L * k, D)
+    if ps == 1:
+        return bs
+    starts_page = [x.and_(batch[r], s.kv_committed_len[r] == x.floor_page(s.kv_committed_len[r])) for r in range(R)]
+    return ps * x.sum(x.ite(starts_page[r], 1, 0) for r in range(R))
+
+
+@transition(
+    "managers/schedule_batch.py::ScheduleBatch.check_decode_mem",
+    modifies=("full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone"),
+)
+def check_decode_mem(x: Ctx, s: State, batch: tuple, site: str) -> tuple[State, Any]:
+    """Evict for the next decode step's pages, then compare `available_size()` with the need."""
+    need = decode_tokens_needed(x, s, batch)
+    s = allocator.evict_from_tree_cache(x, s, need, site)
+    return s, allocator.available_size(x, s) >= need
+
+
+def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
+    """Request r is the next to retract: non-spec SGLang sorts by (len(output_ids),
+    -len(origin_input_ids)) descending and pops from the end; spec decoding retracts from the back."""
+    R = x.cfg.num_reqs
+    conds = [kept[r]]
+    for q in range(R):
+        if q == r:
+            continue
+        if x.cfg.spec is not None:
+            before = q < r
+            conds.append(x.implies(kept[q], before))
+            continue
+        out_r, out_q = s.output_len[r], s.output_len[q]
+        in_r, in_q = s.origin_input_len[r], s.origin_input_len[q]
+        lower = x.or_(out_r < out_q, x.and_(out_r == out_q, in_r > in_q), x.and_(out_r == out_q, in_r == in_q, r > q))
+        conds.append(x.implies(kept[q], lower))
+    return x.and_(*conds)
+
+
+@transition(
+    "managers/schedule_batch.py::ScheduleBatch.retract_decode",
+    modifies=(
+        "status", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen", "last_node",
+        "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available",
+        "swa_available", "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
+        "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
+        "slot_closed", *DRIFT_FIELDS),
+)
+def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
+    """Retract running requests one at a time (release_kv_cache without insert, evict for the
+    kept ones, reset_for_retract) until check_decode_mem passes; keep at least one. The last one,
+    if it still does not fit, is aborted ("Out of memory even after retracting"). `fits` is the
+    caller's check; `forced` is SGLANG_TEST_RETRACT, which retracts at least one of two or more."""
+    R = x.cfg.num_reqs
+    kept = tuple(s.status[r] == RUNNING for r in range(R))
+    going: Any = x.or_(x.not_(fits), forced)
+    for it in range(R):
+        if it > 0:
+            with x.scope(f"retract[{it}]"):
+                s, fits = x.branch(going, lambda: check_decode_mem(x, s, kept, "check"), lambda: (s, True))
+            going = x.and_(going, x.not_(fits))
+        last_one = x.sum(x.ite(kept[r], 1, 0) for r in range(R)) == 1
+        abort = x.and_(going, last_one, x.not_(fits))
+        act = x.and_(going, x.or_(x.not_(last_one), abort))
+        victims = [x.and_(act, _retract_victim(x, s, kept, r)) for r in range(R)]
+        for r in range(R):
+
+            def retract(r: int = r, it: int = it) -> State:
+                s1 = release_kv_cache(x, s, r, False, f"retract[{it}].release[{r}]", abort)
+                with x.scope(f"retract[{it}].victim[{r}]"):
+                    rest = x.sum(x.ite(x.and_(kept[q], q != r), 1, 0) for q in range(R))
+                    s1 = allocator.evict_from_tree_cache(x, s1, rest * x.cfg.retract_decode_steps, "evict")
+                # reset_for_retract (output_ids are kept: it re-prefills input + output); an abort finishes
+                return s1.req(
+                    r,
+                    status=x.ite(abort, FINISHED, WAITING),
+                    kv_allocated_len=0,
+                    kv_committed_len=0,
+                    cache_protected_len=0,
+                    swa_evicted_seqlen=0,
+                    last_node=ROOT,
+                    swa_lock_top=ROOT,
+                )
+
+            s = x.branch(victims[r], retract, lambda: s)
+        kept = tuple(x.and_(kept[r], x.not_(victims[r])) for r in range(R))
+        going = x.and_(going, x.not_(last_one))
+    return s
+
+
+@transition(
+    "mem_cache/common.py::alloc_for_decode (ScheduleBatch.prepare_for_decode)",
+    modifies=(
+        "swa_evicted_seqlen", "swa_available", "full_available", "node_len",
+        "node_device", "node_swa_tombstone", "kv_allocated_len", "kv_committed_len", "oom",
+    ),
+)
+def alloc_for_decode(x: Ctx, s: State, batch: tuple) -> State:
+    """One decode step's KV: `maybe_evict_swa` (pre_len = seqlen - 1 = C), evict bs*ps, then
+    `alloc_decode` (a new page per request whose KV ends on a page boundary); A, C += 1."""
+    R = x.cfg.num_reqs
+    ps = x.ps
+    if x.cfg.hybrid_swa:
+        for r in range(R):
+            fire = x.choose_bool_when(f"evict_swa[{r}]", batch[r])
+            s = x.branch(fire, lambda r=r: _evict_swa(x, s, r, s.kv_committed_len[r]), lambda: s)
+    bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
+    need = decode_tokens_needed(x, s, batch)
+    s = allocator.evict_from_tree_cache(x, s, bs * ps, "evict")
+    ok = allocator.can_alloc(x, s, need)
+
+    def done() -> State:
+        s1 = allocator.alloc(x, s, need)
+        for r in range(R):
+            s1 = s1.req(
+                r,
+                kv_allocated_len=s1.kv_allocated_len[r] + x.ite(batch[r], 1, 0),
+                kv_committed_len=s1.kv_committed_len[r] + x.ite(batch[r], 1, 0),
+            )
+        return s1
+
+    return x.branch(ok, done, lambda: s.set(oom=OOM_DECODE))

@@ -1,0 +1,98 @@
+"""Streaming sessions: `SessionSlot.save_from_req`, `SessionSlot.restore_to_req` (with the prefix
+rule of `match_prefix`), and `release_session`.
+
+SGLang: mem_cache/session_aware_cache.py (`SessionAwareCache`, the file #22213/#22753/#22862 change),
+later session/streaming_session.py (`StreamingSession`); sglang @ d55f1c28.
+
+A session slot keeps the KV of the previous turn in the request's req_to_token row: the row index
+(`req_pool_idx`), `kv_committed_len`, `kv_allocated_len`, `swa_evicted_seqlen`, and from the first
+turn the tree lock (`last_node`, `cache_protected_len`, `swa_uuid_for_lock`). The next turn's
+request restores that row instead of matching the tree; the slot is *not* cleared on restore (a
+request rejected by the PrefillAdder restores again on the next pass). Session slot i belongs to
+request slot `config.streaming_sessions[i]`, and its row is that request slot's row.
+
+Abstracted: one session per streaming request slot; aborts, the close-on-finish deferral of #21875
+and spec-v2 overshoot trims are not modelled (no speculative decoding with sessions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import allocator, radix_cache
+from .radix_cache import MatchResult
+from .state import VIRTUAL, State
+from .radix_cache import DRIFT_FIELDS
+from .transition import Ctx, transition
+
+
+def holds_range(x: Ctx, A: Any, P: Any, E: Any) -> tuple[Any, Any]:
+    """Tokens a row owns in each pool: full [P, ceil(A)), SWA [max(P, E), ceil(A))."""
+    full = x.ceil_page(A) - P
+    swa = x.clamp0(x.ceil_page(A) - x.max(P, E)) if x.cfg.hybrid_swa else 0
+    return full, swa
+
+
+@transition(
+    "mem_cache/session_aware_cache.py::SessionSlot.restore_to_req (via SessionAwareCache.match_prefix)",
+    modifies=("slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_is_active",
+              "full_available", "swa_available"),
+)
+def restore_to_req(x: Ctx, s: State, r: int, i: int, key_len: Any) -> tuple[State, MatchResult]:
+    """Give request r the KV of session slot i; the device prefix is the committed part of the row.
+
+    prefix_len = min(C, |key| - 1) before #22862; min(C, |key|) after, which also frees the row's
+    tail [ceil(prefix_len), A) that the next extend would overwrite, and trims slot and request.
+    The request's copies of the slot fields come back in the match result and are written when
+    the PrefillAdder admits it (nothing reads them before: a rejected request restores again)."""
+    C, A, E = s.slot_kv_committed_len[i], s.slot_kv_allocated_len[i], s.slot_swa_evicted_seqlen[i]
+    P = s.slot_cache_protected_len[i]
+    if x.on("retract_tail_free"):
+        prefix = x.min(C, key_len)
+        old_full, old_swa = holds_range(x, A, P, E)
+        A, C, E = prefix, x.min(C, prefix), x.min(E, prefix)
+        new_full, new_swa = holds_range(x, A, P, E)
+        s = allocator.free(x, s, old_full - new_full, old_swa - new_swa)
+        s = s.slot(i, slot_kv_allocated_len=A, slot_kv_committed_len=C, slot_swa_evicted_seqlen=E)
+    else:
+        prefix = x.min(C, x.clamp0(key_len - 1))
+    s = s.slot(i, slot_is_active=True)
+    no = tuple(False for _ in range(x.cfg.num_atoms))
+    return s, MatchResult(prefix, VIRTUAL, VIRTUAL, 0, 0, no, no, P, E)
+
+
+@transition(
+    "mem_cache/session_aware_cache.py::SessionSlot.save_from_req (via SessionAwareCache.cache_finished_req)",
+    modifies=(
+        "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen",
+        "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
+    ),
+)
+def save_from_req(x: Ctx, s: State, r: int, i: int) -> State:
+    """Finishing (or retracted) request r hands its row to slot i; on the first turn the slot also
+    takes over the request's tree lock. The request's req_pool_idx becomes None."""
+    first = x.not_(s.slot_holding[i])
+    return s.slot(
+        i,
+        slot_holding=True,
+        slot_kv_allocated_len=s.kv_allocated_len[r],
+        slot_kv_committed_len=s.kv_committed_len[r],
+        slot_swa_evicted_seqlen=s.swa_evicted_seqlen[r],
+        slot_cache_protected_len=x.ite(first, s.cache_protected_len[r], s.slot_cache_protected_len[i]),
+        slot_last_node=x.ite(first, s.last_node[r], s.slot_last_node[i]),
+        slot_swa_lock_top=x.ite(first, s.swa_lock_top[r], s.slot_swa_lock_top[i]),
+        slot_is_active=False,
+    )
+
+
+@transition(
+    "mem_cache/session_aware_cache.py::SessionAwareCache.release_session",
+    modifies=(
+        "slot_holding", "slot_closed", "full_available", "swa_available", "req_pool_available", *DRIFT_FIELDS),
+)
+def release_session(x: Ctx, s: State, i: int) -> State:
+    """Close session i: drop the first-turn tree lock, free the row's own KV, return its pool slot."""
+    s = radix_cache.dec_lock_ref(x, s, s.slot_last_node[i], s.slot_swa_lock_top[i])
+    full, swa = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
+    s = allocator.free(x, s, full, swa)
+    return s.slot(i, slot_holding=False, slot_closed=True).set(req_pool_available=s.req_pool_available + 1)

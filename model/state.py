@@ -1,0 +1,162 @@
+"""The state of the scheduler's KV memory between two event-loop iterations.
+
+One frozen dataclass, SGLang's names. Per-request, per-node and per-session fields are tuples
+indexed by request slot, atom (see model/config.py) and session slot. A field holds a Python int
+or bool in the concrete interpretation and a z3 term in the symbolic one; fields a config never
+touches (the SWA pool of a plain model) stay Python constants in both, which keeps them free.
+
+What is abstracted away: token ids (a request's tokens are identified by its slot and position),
+the contents of `req_to_token` (a request's row is the range it owns, see specs/properties.py),
+timing (one step is one whole iteration of `event_loop_normal`), and the overlap scheduler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+# Req status (where the request is in the scheduler's queues)
+NEW, WAITING, CHUNKED, RUNNING, FINISHED = range(5)
+STATUS_NAMES = ("new", "waiting", "chunked", "running", "finished")
+
+# last_node sentinels: the root (no tree lock) and a streaming session's virtual node
+ROOT, VIRTUAL = -1, -2
+
+# the batch the last iteration ran (`Scheduler.last_batch`)
+NO_BATCH, EXTEND_BATCH, DECODE_BATCH = 0, 1, 2
+BATCH_NAMES = ("none", "extend", "decode")
+
+# the RuntimeError an allocation raised (the scheduler dies; no step follows)
+OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, OOM_DECODE = 0, 1, 2, 3
+OOM_NAMES = ("none", "Prefill out of memory", "alloc_req_slots runs out of memory", "Decode out of memory")
+
+REQ_FIELDS = (
+    "status",  # NEW/WAITING/CHUNKED/RUNNING/FINISHED
+    "origin_input_len",  # len(origin_input_ids) of the current turn
+    "output_len",  # len(output_ids)
+    "kv_allocated_len",  # A: row positions with KV slots (incl. speculative over-allocation)
+    "kv_committed_len",  # C: positions whose KV is computed
+    "cache_protected_len",  # P: prefix owned by the radix tree and locked by this request
+    "swa_evicted_seqlen",  # E: SWA slots of [.., E) already released by the request
+    "last_node",  # atom the persistent lock holds (ROOT = none, VIRTUAL = session node)
+    "swa_lock_top",  # atom carrying swa_uuid_for_lock (ROOT = None: unlock to the root)
+    "in_last_batch",  # member of the extend batch the last iteration ran
+    "load_back_node",  # atom locked by an in-flight init_load_back (ROOT = none)
+    "load_back_swa_top",  # its swa_uuid_for_lock
+    "turn",  # session turn (0 for non-session requests)
+)
+NODE_FIELDS = (
+    "node_len",  # tokens of the atom; 0 = the node does not exist
+    "node_device",  # full (and SWA, unless tombstone) KV is on the device
+    "node_host",  # a host (HiCache) copy exists
+    "node_swa_tombstone",  # swa_tombstone: SWA slots freed, full KV kept
+)
+SLOT_FIELDS = (
+    "slot_holding",  # is_holding_kv(): req_pool_idx is not None
+    "slot_kv_allocated_len",
+    "slot_kv_committed_len",
+    "slot_cache_protected_len",  # from the first turn: the tree lock the session keeps
+    "slot_swa_evicted_seqlen",
+    "slot_last_node",
+    "slot_swa_lock_top",
+    "slot_is_active",  # #22213's flag
+    "slot_closed",
+)
+POOL_FIELDS = (
+    "full_available",  # full allocator available_size()
+    "swa_available",  # SWA allocator available_size() (hybrid SWA)
+    "req_pool_available",  # len(req_to_token_pool.free_slots)
+    # SGLang's evictable/protected counters minus the true sizes (0 unless a planted bug makes the
+    # bookkeeping wrong; the true sizes follow from the lockers, see model/radix_cache.py)
+    "full_evictable_drift",
+    "full_protected_drift",
+    "swa_evictable_drift",
+    "swa_protected_drift",
+)
+SCHED_FIELDS = ("last_batch", "oom")
+BOOL_FIELDS = frozenset(
+    {"node_device", "node_host", "node_swa_tombstone", "in_last_batch", "slot_holding", "slot_is_active", "slot_closed"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    full_available: Any
+    swa_available: Any
+    req_pool_available: Any
+    full_evictable_drift: Any
+    full_protected_drift: Any
+    swa_evictable_drift: Any
+    swa_protected_drift: Any
+    node_len: tuple
+    node_device: tuple
+    node_host: tuple
+    node_swa_tombstone: tuple
+    status: tuple
+    origin_input_len: tuple
+    output_len: tuple
+    kv_allocated_len: tuple
+    kv_committed_len: tuple
+    cache_protected_len: tuple
+    swa_evicted_seqlen: tuple
+    last_node: tuple
+    swa_lock_top: tuple
+    in_last_batch: tuple
+    load_back_node: tuple
+    load_back_swa_top: tuple
+    turn: tuple
+    slot_holding: tuple
+    slot_kv_allocated_len: tuple
+    slot_kv_committed_len: tuple
+    slot_cache_protected_len: tuple
+    slot_swa_evicted_seqlen: tuple
+    slot_last_node: tuple
+    slot_swa_lock_top: tuple
+    slot_is_active: tuple
+    slot_closed: tuple
+    last_batch: Any
+    oom: Any
+
+    # -- functional updates ---------------------------------------------------------------------
+    def set(self, **kw: Any) -> "State":
+        return replace(self, **kw)
+
+    def _set_at(self, group: tuple[str, ...], i: int, kw: dict[str, Any]) -> "State":
+        upd = {}
+        for k, v in kw.items():
+            if k not in group:
+                raise AttributeError(f"{k!r} is not one of {group}")
+            t = getattr(self, k)
+            upd[k] = t[:i] + (v,) + t[i + 1 :]
+        return replace(self, **upd)
+
+    def req(self, r: int, **kw: Any) -> "State":
+        """Update fields of request slot r."""
+        return self._set_at(REQ_FIELDS, r, kw)
+
+    def node(self, a: int, **kw: Any) -> "State":
+        """Update fields of atom a."""
+        return self._set_at(NODE_FIELDS, a, kw)
+
+    def slot(self, i: int, **kw: Any) -> "State":
+        """Update fields of session slot i."""
+        return self._set_at(SLOT_FIELDS, i, kw)
+
+    def merge(self, ops: Any, cond: Any, other: "State") -> "State":
+        """`ops.ite(cond, self, other)` field by field; untouched fields are shared, not rebuilt."""
+        upd = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a is b:
+                continue
+            if isinstance(a, tuple):
+                upd[f.name] = tuple(x if x is y else ops.ite(cond, x, y) for x, y in zip(a, b))
+            else:
+                upd[f.name] = ops.ite(cond, a, b)
+        return replace(self, **upd) if upd else self
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+FIELD_NAMES = tuple(f.name for f in fields(State))

@@ -1,0 +1,351 @@
+"""The composed system: `Scheduler.event_loop_normal`, one iteration per step.
+
+SGLang: managers/scheduler.py (`event_loop_normal`, `recv_requests`, `process_input_requests`,
+`get_next_batch_to_run`, `get_new_batch_prefill`, `update_running_batch`, `run_batch`,
+`process_batch_result_prefill` / `_decode`), sglang @ d55f1c28.
+
+An iteration: receive requests (arrivals, the next turn of a streaming session, session closes);
+release finished load-backs; stash the chunked request if the last batch was an extend; run the
+PrefillAdder over the chunked request and the waiting queue (FCFS, slot order); if it admitted
+anything, allocate and run the extend batch and process its results; otherwise, if requests are
+running, check decode memory (retracting if needed) and run one decode step; and remember which
+batch ran, for the busy check that follows (model/invariant_checker.py). An allocation failure
+is SGLang's RuntimeError: the scheduler dies and nothing follows.
+
+Not modelled: the overlap loop, mixed chunk, PD disaggregation, DP attention, aborts, EOS (a
+request stops at max_new_tokens, which is itself symbolic), the idle-time check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import hicache, prefill_adder, radix_cache, schedule_batch, session, speculative
+from .config import Config, Params
+from .designs import Design
+from .ops import Ops
+from .prefill_adder import Adder
+from .state import (
+    CHUNKED,
+    DECODE_BATCH,
+    EXTEND_BATCH,
+    FINISHED,
+    NEW,
+    NO_BATCH,
+    OOM_NONE,
+    ROOT,
+    RUNNING,
+    VIRTUAL,
+    WAITING,
+    State,
+)
+from .radix_cache import DRIFT_FIELDS
+from .transition import Ctx, transition
+
+ACTIONS = ("event_loop_iteration",)
+
+
+def params_ok(x: Ctx) -> Any:
+    """Constraints between parameters that make an instance meaningful."""
+    cfg, p = x.cfg, x.p
+    warm_dev = x.sum(x.ite(p.warm_device[a], p.warm_len[a], 0) for a in range(cfg.warm_atoms))
+    warm_total = x.sum(p.warm_len[a] for a in range(cfg.warm_atoms))
+    cons = [p.full_tokens > 0, p.full_tokens >= warm_dev, p.req_pool_size >= 1, p.max_prefill_tokens >= 1]
+    if cfg.hybrid_swa:
+        cons += [p.swa_tokens > 0, p.swa_tokens >= warm_dev, p.sliding_window_size >= 1]
+    if cfg.chunked_prefill:
+        cons.append(p.chunked_prefill_size >= cfg.page_size)
+    for r in range(cfg.num_reqs):
+        cons += [p.input_len[r] >= 1, p.max_new_tokens[r] >= 1]
+        if cfg.shares(r):
+            cons.append(p.input_len[r] > warm_total)  # the match never ends inside the warm prefix
+    for a in range(cfg.warm_atoms):
+        cons.append(p.warm_len[a] >= 0)
+        cons.append(x.implies(p.warm_len[a] > 0, x.or_(p.warm_device[a], p.warm_host[a])))
+        if a > 0:  # device nodes are a prefix of the chain (eviction is leaf-first)
+            cons.append(x.implies(x.and_(p.warm_len[a] > 0, p.warm_device[a]), x.and_(p.warm_len[a - 1] > 0, p.warm_device[a - 1])))
+            cons.append(x.implies(p.warm_len[a] > 0, p.warm_len[a - 1] > 0))
+        if not cfg.hicache:
+            cons.append(x.not_(p.warm_host[a]))
+    return x.and_(*cons)
+
+
+def init_state(x: Ctx) -> State:
+    """An idle server whose tree holds the warm prefix; every request slot not yet arrived."""
+    cfg, p = x.cfg, x.p
+    R, K, S = cfg.num_reqs, cfg.num_atoms, len(cfg.streaming_sessions)
+    wl = [p.warm_len[a] if a < cfg.warm_atoms else 0 for a in range(K)]
+    if cfg.hicache:
+        wdev = [x.and_(p.warm_device[a], p.warm_len[a] > 0) if a < cfg.warm_atoms else False for a in range(K)]
+    else:  # without HiCache a node is on the device iff it exists (node_len > 0)
+        wdev = [True] * K
+    whost = [p.warm_host[a] if a < cfg.warm_atoms else False for a in range(K)]
+    on_dev = x.sum(x.ite(x.and_(wdev[a], wl[a] > 0), wl[a], 0) for a in range(K))
+    hybrid = cfg.hybrid_swa
+    return State(
+        full_available=p.full_tokens - on_dev,
+        swa_available=p.swa_tokens - on_dev if hybrid else 0,
+        req_pool_available=p.req_pool_size,
+        full_evictable_drift=0,
+        full_protected_drift=0,
+        swa_evictable_drift=0,
+        swa_protected_drift=0,
+        node_len=tuple(wl),
+        node_device=tuple(wdev),
+        node_host=tuple(whost),
+        node_swa_tombstone=(False,) * K,
+        status=(NEW,) * R,
+        origin_input_len=tuple(p.input_len),
+        output_len=(0,) * R,
+        kv_allocated_len=(0,) * R,
+        kv_committed_len=(0,) * R,
+        cache_protected_len=(0,) * R,
+        swa_evicted_seqlen=(0,) * R,
+        last_node=(ROOT,) * R,
+        swa_lock_top=(ROOT,) * R,
+        in_last_batch=(False,) * R,
+        load_back_node=(ROOT,) * R,
+        load_back_swa_top=(ROOT,) * R,
+        turn=(0,) * R,
+        slot_holding=(False,) * S,
+        slot_kv_allocated_len=(0,) * S,
+        slot_kv_committed_len=(0,) * S,
+        slot_cache_protected_len=(0,) * S,
+        slot_swa_evicted_seqlen=(0,) * S,
+        slot_last_node=(ROOT,) * S,
+        slot_swa_lock_top=(ROOT,) * S,
+        slot_is_active=(False,) * S,
+        slot_closed=(False,) * S,
+        last_batch=NO_BATCH,
+        oom=OOM_NONE,
+    )
+
+
+# -- receive -----------------------------------------------------------------------------------
+@transition(
+    "managers/scheduler.py::Scheduler.recv_requests + process_input_requests",
+    modifies=(
+        "status", "origin_input_len", "output_len", "turn", "kv_allocated_len", "kv_committed_len",
+        "cache_protected_len", "swa_evicted_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_closed",
+        "full_available", "swa_available", "req_pool_available", *DRIFT_FIELDS),
+)
+def recv_requests(x: Ctx, s: State) -> State:
+    """New requests arrive (any subset of those not yet sent), a finished streaming turn may be
+    followed by the next one (its input = the whole context plus new tokens), and an idle
+    session may be closed (`release_session`)."""
+    cfg = x.cfg
+    with x.scope("recv"):
+        for r in range(cfg.num_reqs):
+            arrive = x.choose_bool_when(f"arrive[{r}]", s.status[r] == NEW)
+            s = s.req(r, status=x.ite(arrive, WAITING, s.status[r]))
+        for i, r in enumerate(cfg.streaming_sessions):
+            idle = x.and_(s.status[r] == FINISHED, x.not_(s.slot_closed[i]))
+            close = x.choose_bool_when(f"close_session[{i}]", x.and_(idle, s.slot_holding[i]))
+            s = x.branch(close, lambda i=i: session.release_session(x, s, i), lambda: s)
+            more = x.and_(idle, x.not_(close), s.turn[r] + 1 < cfg.max_turns)
+            nxt = x.choose_bool_when(f"next_turn[{r}]", more)
+            lo, hi = cfg.turn_tokens
+            with x.path(nxt):
+                new_tokens = x.choose_int(f"turn_tokens[{r}]", lo, hi)
+            s = x.branch(
+                nxt,
+                lambda r=r, new_tokens=new_tokens: s.req(
+                    r,
+                    status=WAITING,
+                    origin_input_len=s.origin_input_len[r] + s.output_len[r] + new_tokens,
+                    output_len=0,
+                    turn=s.turn[r] + 1,
+                    kv_allocated_len=0,
+                    kv_committed_len=0,
+                    cache_protected_len=0,
+                    swa_evicted_seqlen=0,
+                    last_node=ROOT,
+                    swa_lock_top=ROOT,
+                ),
+                lambda: s,
+            )
+    return s
+
+
+# -- get_next_batch_to_run -------------------------------------------------------------------------
+def stash_chunked_req(x: Ctx, s: State) -> State:
+    """After an extend batch, the chunked request's computed part goes into the tree
+    (`cache_unfinished_req(chunked_req, chunked=True)`), whether or not it ran in that batch."""
+    for r in range(x.cfg.num_reqs):
+        stash = x.and_(s.last_batch == EXTEND_BATCH, s.status[r] == CHUNKED)
+        s = x.branch(stash, lambda r=r: radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]"), lambda: s)
+    return s.set(in_last_batch=(False,) * x.cfg.num_reqs)
+
+
+def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
+    """`init_next_round_input(tree_cache)`: match the fill ids minus the last token. A streaming
+    request whose session holds KV restores the slot instead. Returns (state, match, fresh slot)."""
+    key_len = s.origin_input_len[r] + s.output_len[r] - 1
+    i = x.cfg.slot_of(r)
+    tree_match = radix_cache.match_prefix(x, s, r, key_len)
+    if i is None:
+        return s, tree_match, True
+    restore = x.and_(s.slot_holding[i], x.not_(s.slot_closed[i]))
+    s2, m = x.branch(restore, lambda: session.restore_to_req(x, s, r, i, key_len), lambda: (s, tree_match))
+    return s2, m, x.not_(restore)
+
+
+@transition(
+    "managers/scheduler.py::Scheduler.get_new_batch_prefill",
+    modifies=( "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone",
+        "cache_protected_len", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top",
+        "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "slot_kv_allocated_len",
+        "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_is_active", *DRIFT_FIELDS),
+)
+def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
+    """One PrefillAdder pass: the chunked request first, then the waiting queue until a result
+    other than CONTINUE or until no req_to_token slot is left for another request."""
+    cfg = x.cfg
+    R = cfg.num_reqs
+    ad = prefill_adder.new_adder(x, s)
+    if cfg.chunked_prefill:
+        for r in range(R):
+            is_chunked = s.status[r] == CHUNKED
+            ad = x.branch(is_chunked, lambda r=r: prefill_adder.add_chunked_req(x, s, ad, r)[0], lambda: ad)
+    for r in range(R):
+        admitted = x.sum(x.ite(ad.can_run[q], 1, 0) for q in range(R))
+        consider = x.and_(s.status[r] == WAITING, x.not_(ad.stopped), admitted < s.req_pool_available)
+
+        def try_admit(r: int = r) -> tuple[State, Adder]:
+            with x.scope(f"admit[{r}]"):
+                s1, m, fresh = match_prefix(x, s, r)
+                return prefill_adder.add_one_req(x, s1, ad, r, m, fresh)
+
+        s, ad = x.branch(consider, try_admit, lambda: (s, ad))
+    return s, ad
+
+
+@transition(
+    "managers/scheduler.py::Scheduler.process_batch_result_prefill",
+    modifies=(
+        "status", "output_len", "in_last_batch", "last_batch", "node_len", "node_device", "node_host",
+        "node_swa_tombstone", "full_available", "swa_available", "req_pool_available",
+        "cache_protected_len", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
+        "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node",
+        "slot_swa_lock_top", "slot_is_active", *DRIFT_FIELDS),
+)
+def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
+    """A request whose prefill completed gets its first output token; it finishes
+    (`release_kv_cache`) or is cached (`cache_unfinished_req`) and joins the running batch. A
+    truncated chunk stays the chunked request."""
+    R = x.cfg.num_reqs
+    for r in range(R):
+        ran = ad.can_run[r]
+        chunk = x.and_(ran, ad.new_chunked[r])
+        done = x.and_(ran, x.not_(ad.new_chunked[r]))
+        out = s.output_len[r] + x.ite(done, 1, 0)
+        finished = x.and_(done, out >= x.p.max_new_tokens[r])
+        s = s.req(r, output_len=out, in_last_batch=ran, status=x.ite(chunk, CHUNKED, s.status[r]))
+
+        def finish(r: int = r) -> State:
+            return schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
+
+        def keep(r: int = r) -> State:
+            # a later streaming turn (restored from its slot) skips the tree
+            restored = s.last_node[r] == VIRTUAL
+            s1 = x.branch(restored, lambda: s, lambda: radix_cache.cache_unfinished_req(x, s, r, f"unfinished[{r}]"))
+            return s1.req(r, status=RUNNING)
+
+        s = x.branch(finished, finish, lambda: x.branch(done, keep, lambda: s))
+    return s.set(last_batch=EXTEND_BATCH)
+
+
+def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
+    s = schedule_batch.alloc_for_extend(x, s, ad.can_run, ad.prefix, ad.extend, ad.fresh_slot)
+    return x.branch(s.oom == OOM_NONE, lambda: process_batch_result_prefill(x, s, ad), lambda: s)
+
+
+@transition(
+    "managers/scheduler.py::Scheduler.update_running_batch + run_batch(decode) + process_batch_result_decode",
+    modifies=(
+        "status", "output_len", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen",
+        "last_node", "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available", "req_pool_available", "slot_holding",
+        "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len",
+        "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom", *DRIFT_FIELDS),
+)
+def run_decode_batch(x: Ctx, s: State) -> State:
+    """`update_running_batch` (check_decode_mem, retract_decode), one decode (or EAGLE verify)
+    step, then finished requests release their KV."""
+    cfg = x.cfg
+    R = cfg.num_reqs
+    batch = tuple(s.status[r] == RUNNING for r in range(R))
+    s, fits = schedule_batch.check_decode_mem(x, s, batch, "check")
+    forced = x.choose_bool("test_retract") if cfg.test_retract else False
+    s = x.branch(x.or_(x.not_(fits), forced), lambda: schedule_batch.retract_decode(x, s, fits, forced), lambda: s)
+    batch = tuple(s.status[r] == RUNNING for r in range(R))
+
+    def step() -> State:
+        if cfg.spec is not None:
+            s1 = speculative.eagle_decode_step(x, s, batch)
+        else:
+            s1 = schedule_batch.alloc_for_decode(x, s, batch)
+            s1 = s1.set(output_len=tuple(s1.output_len[r] + x.ite(batch[r], 1, 0) for r in range(R)))
+
+        def results() -> State:
+            s2 = s1
+            for r in range(R):
+                fin = x.and_(batch[r], s2.output_len[r] >= x.p.max_new_tokens[r])
+                s2 = x.branch(
+                    fin,
+                    lambda r=r: schedule_batch.release_kv_cache(x, s2, r, True, f"finish[{r}]").req(r, status=FINISHED),
+                    lambda: s2,
+                )
+            return s2.set(last_batch=DECODE_BATCH)
+
+        return x.branch(s1.oom == OOM_NONE, results, lambda: s1)
+
+    return x.branch(x.or_(*batch), step, lambda: s.set(last_batch=NO_BATCH))
+
+
+def event_loop_iteration(x: Ctx, s: State) -> State:
+    """One iteration of `Scheduler.event_loop_normal`."""
+    s = recv_requests(x, s)
+    s = hicache.loading_check(x, s)
+    s = stash_chunked_req(x, s)
+    s, ad = get_new_batch_prefill(x, s)
+    has_prefill = x.or_(*ad.can_run)
+    has_running = x.or_(*[s.status[r] == RUNNING for r in range(x.cfg.num_reqs)])
+    def prefill() -> State:
+        with x.scope("prefill"):
+            return run_prefill_batch(x, s, ad)
+
+    def decode() -> State:
+        with x.scope("decode"):
+            return run_decode_batch(x, s)
+
+    return x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, lambda: s.set(last_batch=NO_BATCH)))
+
+
+class System:
+    """A model instance: a bounded config and a design. Engines drive it through `ctx`, `init`,
+    `enabled` and `step`; it has one action (an event-loop iteration) whose nondeterminism is in
+    its named choices."""
+
+    actions = ACTIONS
+
+    def __init__(self, cfg: Config, design: Design) -> None:
+        self.cfg = cfg
+        self.design = design
+
+    def ctx(self, ops: Ops, p: Params, check_frames: bool = False) -> Ctx:
+        return Ctx(ops, self.cfg, self.design, p, check_frames)
+
+    def params_ok(self, x: Ctx) -> Any:
+        return params_ok(x)
+
+    def init(self, x: Ctx) -> State:
+        return init_state(x)
+
+    def enabled(self, x: Ctx, s: State, action: str = "event_loop_iteration") -> Any:
+        """No step follows an allocation failure (SGLang raised and the scheduler died)."""
+        return s.oom == OOM_NONE
+
+    def step(self, x: Ctx, s: State, action: str = "event_loop_iteration") -> State:
+        if action != "event_loop_iteration":
+            raise KeyError(f"unknown action {action!r}; expected one of {list(ACTIONS)}")
+        return event_loop_iteration(x, s)

@@ -1,0 +1,150 @@
+"""Named bounded configurations (the `.cfg` / `MC*.tla` of kvmc).
+
+Pool sizes, the window, the chunk size, prompt and output lengths and the warm prefix are
+symbolic within `bounds` for the z3 engines; `explicit_bounds` narrows them to the handful of
+points the explicit-state and random engines enumerate.
+"""
+
+from __future__ import annotations
+
+from model.config import Config, Spec
+
+CONFIGS: dict[str, Config] = {
+    c.name: c
+    for c in [
+        Config(
+            name="small",
+            doc="plain radix cache, page_size 1, two requests sharing a warm prefix, small pools",
+            num_reqs=2,
+            page_size=1,
+            warm_atoms=1,
+            shares_warm_prefix=(True, True),
+            private_atoms=2,
+            bounds={
+                "full_tokens": (2, 24),
+                "input_len": (1, 8),
+                "max_new_tokens": (1, 4),
+                "warm_len": (0, 4),
+                "req_pool_size": (1, 3),
+                "max_prefill_tokens": (4, 32),
+            },
+            explicit_bounds={"full_tokens": (6, 6), "input_len": (1, 3), "max_new_tokens": (1, 2), "warm_len": (0, 1),
+                             "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
+            name="paged",
+            doc="plain radix cache, page_size 2, chunked prefill, two requests",
+            num_reqs=2,
+            page_size=2,
+            chunked_prefill=True,
+            warm_atoms=1,
+            shares_warm_prefix=(True, False),
+            private_atoms=4,
+            bounds={
+                "full_tokens": (4, 32),
+                "input_len": (1, 10),
+                "max_new_tokens": (1, 4),
+                "warm_len": (0, 4),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 4), "max_new_tokens": (1, 2), "warm_len": (0, 2),
+                             "chunked_prefill_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
+            name="hybrid_swa",
+            doc="hybrid SWA (SWARadixCache), page_size 1, chunked prefill, two requests",
+            num_reqs=2,
+            page_size=1,
+            hybrid_swa=True,
+            chunked_prefill=True,
+            private_atoms=3,
+            bounds={
+                "full_tokens": (4, 32),
+                "swa_tokens": (4, 32),
+                "sliding_window_size": (1, 8),
+                "input_len": (1, 12),
+                "max_new_tokens": (1, 4),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (16, 16), "swa_tokens": (8, 8), "sliding_window_size": (2, 2),
+                             "input_len": (1, 6), "max_new_tokens": (1, 2), "chunked_prefill_size": (4, 4),
+                             "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
+            name="hybrid_swa_hicache",
+            doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: a warm prefix of two nodes, device or host-only",
+            num_reqs=2,
+            page_size=1,
+            hybrid_swa=True,
+            hicache=True,
+            chunked_prefill=True,
+            warm_atoms=2,
+            shares_warm_prefix=(True, True),
+            private_atoms=3,
+            bounds={
+                "full_tokens": (4, 32),
+                "swa_tokens": (4, 32),
+                "sliding_window_size": (1, 8),
+                "input_len": (1, 16),
+                "max_new_tokens": (1, 3),
+                "warm_len": (0, 8),
+                "warm_device": (0, 1),
+                "warm_host": (0, 1),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (16, 16), "swa_tokens": (8, 8), "sliding_window_size": (2, 2),
+                             "input_len": (5, 6), "max_new_tokens": (1, 1), "warm_len": (2, 2),
+                             "chunked_prefill_size": (4, 4), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
+            name="sessions",
+            doc="streaming session on request slot 0 (two turns), a second request, SGLANG_TEST_RETRACT",
+            num_reqs=2,
+            page_size=1,
+            streaming_sessions=(0,),
+            test_retract=True,
+            private_atoms=2,
+            max_turns=2,
+            turn_tokens=(1, 3),
+            bounds={
+                "full_tokens": (2, 32),
+                "input_len": (1, 8),
+                "max_new_tokens": (1, 4),
+                "req_pool_size": (1, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 2), "max_new_tokens": (1, 3),
+                             "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
+            name="spec_topk",
+            doc="EAGLE v1 with topk=2, num_steps=2, num_draft_tokens=3, page_size 4",
+            num_reqs=2,
+            page_size=4,
+            spec=Spec(num_steps=2, topk=2, num_draft_tokens=3),
+            private_atoms=2,
+            bounds={
+                "full_tokens": (8, 64),
+                "input_len": (1, 10),
+                "max_new_tokens": (1, 6),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (16, 64),
+            },
+            explicit_bounds={"full_tokens": (32, 32), "input_len": (1, 5), "max_new_tokens": (1, 4),
+                             "max_prefill_tokens": (32, 32)},
+        ),
+    ]
+}
+
+
+def get(name: str) -> Config:
+    try:
+        return CONFIGS[name]
+    except KeyError:
+        raise KeyError(f"unknown config {name!r}; expected one of {list(CONFIGS)}") from None

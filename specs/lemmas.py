@@ -1,0 +1,214 @@
+"""Strengthening invariants: facts about the correct model that the properties rely on.
+
+Each lemma is checked like a property (the BMC engine proves it at every depth before asserting it
+there, so a lemma that fails in some design is simply not used) and is what makes the deeper
+queries local: with the lemmas assumed at step t-1, the query at step t is about one step. The
+k-induction engine uses them the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from model.invariant_checker import holds_kv
+from model.state import CHUNKED, FINISHED, NEW, ROOT, RUNNING, VIRTUAL, WAITING, State
+from model.transition import Ctx
+from model import radix_cache
+
+
+@dataclass(frozen=True)
+class Lemma:
+    name: str
+    meaning: str
+    holds: Callable[[Ctx, State], Any]
+
+
+def _on_path(x: Ctx, node: Any, a: int) -> Any:
+    return x.or_(*[node == n for n in range(x.cfg.num_atoms) if a in x.shape.ancestors[n]])
+
+
+def counters_exact(x: Ctx, s: State) -> Any:
+    """SGLang's evictable/protected counters are exact: no drift from the lock bookkeeping."""
+    return x.and_(s.full_evictable_drift == 0, s.full_protected_drift == 0,
+                  s.swa_evictable_drift == 0, s.swa_protected_drift == 0)
+
+
+def tree_shape(x: Ctx, s: State) -> Any:
+    """Existing nodes hang off existing nodes; device nodes off device nodes; lengths are pages;
+    an evicted node keeps a host copy."""
+    K = x.cfg.num_atoms
+    c = []
+    for a in range(K):
+        p = x.shape.parent[a]
+        L = s.node_len[a]
+        c += [L >= 0, x.floor_page(L) == L]
+        c.append(x.implies(x.and_(L > 0, x.not_(s.node_device[a])), s.node_host[a]))
+        if p >= 0 and x.cfg.owner(a) == x.cfg.owner(p):  # the private chain and the warm chain are prefixes
+            c.append(x.implies(L > 0, s.node_len[p] > 0))
+            c.append(x.implies(x.and_(L > 0, s.node_device[a]), s.node_device[p]))
+    return x.and_(*c)
+
+
+def request_lengths(x: Ctx, s: State) -> Any:
+    """Per request: what its status says about its lengths and its lock."""
+    R = x.cfg.num_reqs
+    ps = x.ps
+    c = [x.sum(x.ite(s.status[r] == CHUNKED, 1, 0) for r in range(R)) <= 1]  # one chunked_req
+    for r in range(R):
+        st = s.status[r]
+        A, C, P, E = s.kv_allocated_len[r], s.kv_committed_len[r], s.cache_protected_len[r], s.swa_evicted_seqlen[r]
+        fill = s.origin_input_len[r] + s.output_len[r]
+        run = st == RUNNING
+        chunk = st == CHUNKED
+        holds = x.or_(run, chunk)
+        c.append(x.implies(holds, x.and_(P >= 0, P <= C, C <= A, E >= 0, x.floor_page(P) == P, x.floor_page(E) == E, E <= C)))
+        if x.cfg.spec is None:
+            c.append(x.implies(holds, A == C))
+        c.append(x.implies(run, x.and_(C == fill - 1, s.output_len[r] >= 1)))
+        c.append(_node_present(x, s, s.last_node[r]))
+        c.append(_node_present(x, s, s.load_back_node[r]))
+        c.append(x.implies(chunk, C < fill))
+        c.append(x.implies(x.or_(run, chunk, st == WAITING), s.output_len[r] < x.p.max_new_tokens[r]))
+        c.append(x.implies(x.or_(st == NEW, st == WAITING, st == FINISHED), x.or_(s.last_node[r] == ROOT, s.last_node[r] == VIRTUAL)))
+        c.append(x.implies(x.or_(st == NEW, st == WAITING), x.not_(s.in_last_batch[r])))
+        c.append(x.implies(st == NEW, x.and_(s.output_len[r] == 0, A == 0)))
+        c.append(s.output_len[r] >= 0)
+        c.append(s.output_len[r] <= x.p.max_new_tokens[r] + (x.cfg.spec.num_draft_tokens if x.cfg.spec else 0))
+        # the tree part of a tree-matched request is exactly the path to its lock node
+        path = x.shape.path[r]
+        plen: Any = 0
+        for a in path:
+            plen = plen + x.ite(_on_path(x, s.last_node[r], a), s.node_len[a], 0)
+        c.append(x.implies(x.and_(holds, s.last_node[r] != VIRTUAL), P == plen))
+    return x.and_(*c)
+
+
+def _path_len(x: Ctx, s: State, r: int, node: Any) -> Any:
+    return x.sum(x.ite(_on_path(x, node, a), s.node_len[a], 0) for a in x.shape.path[r])
+
+
+def session_slots(x: Ctx, s: State) -> Any:
+    """Slot lengths are consistent; the slot's tree part is the path to its lock node; a running
+    turn uses the slot's row (virtual node, the slot's P) exactly when the slot holds KV."""
+    c = []
+    for i, r in enumerate(x.cfg.streaming_sessions):
+        A, C, P, E = (s.slot_kv_allocated_len[i], s.slot_kv_committed_len[i], s.slot_cache_protected_len[i],
+                      s.slot_swa_evicted_seqlen[i])
+        c.append(x.implies(s.slot_holding[i], x.and_(P >= 0, P <= C, C <= A, E >= 0)))
+        c.append(x.implies(s.slot_closed[i], x.and_(x.not_(s.slot_holding[i]), s.status[r] == FINISHED)))
+        c.append(x.implies(s.status[r] == FINISHED, x.or_(s.slot_holding[i], s.slot_closed[i])))
+        c.append(x.implies(s.status[r] == NEW, x.and_(x.not_(s.slot_holding[i]), x.not_(s.slot_closed[i]), s.turn[r] == 0)))
+        c.append(x.implies(s.slot_holding[i], _node_present(x, s, s.slot_last_node[i])))
+        h = holds_kv(x, s, r)
+        c.append(x.implies(h, s.slot_holding[i] == (s.last_node[r] == VIRTUAL)))
+        c.append(x.implies(x.and_(h, s.slot_holding[i]), s.cache_protected_len[r] == P))
+        c.append(x.implies(s.slot_holding[i], P == _path_len(x, s, r, s.slot_last_node[i])))
+        if x.cfg.spec is None:
+            c.append(x.implies(s.slot_holding[i], A == C))
+        # the slot's row is a prefix of the request's next fill (a later turn appends, a
+        # retracted turn re-prefills input + output)
+        fill = s.origin_input_len[r] + s.output_len[r]
+        waiting = x.or_(s.status[r] == WAITING, s.status[r] == FINISHED)
+        c.append(x.implies(x.and_(s.slot_holding[i], waiting), fill >= C + 1))
+        c.append(x.implies(x.and_(s.turn[r] > 0, x.not_(s.slot_closed[i]), s.status[r] != FINISHED), s.slot_holding[i]))
+    return x.and_(*c)
+
+
+def chunked_fits(x: Ctx, s: State) -> Any:
+    """Without hybrid SWA, a chunked request's remaining prefill fits the budget its admission
+    reserved: add_one_req admitted it only if e + mnt + page_size < rem_total_tokens, each later
+    chunk allocates exactly what it advances ceil(C), and nothing else runs between chunks (a
+    truncated chunk ends the pass; prefill has priority over decode). So add_chunked_req never
+    reaches its "must be added" fallback."""
+    from model import prefill_adder as pa
+
+    if x.cfg.hybrid_swa or not x.cfg.chunked_prefill:
+        return True
+    num, den = x.cfg.new_token_ratio
+    R = x.cfg.num_reqs
+    reserved = x.sum(x.ite(s.status[q] == RUNNING, num * pa.max_new_remaining(x, s, q), 0) for q in range(R))
+    budget = den * (s.full_available + radix_cache.counters(x, s).full_evictable) - reserved
+    c = []
+    for r in range(R):
+        fill = s.origin_input_len[r] + s.output_len[r]
+        need = fill - x.ceil_page(s.kv_committed_len[r]) + pa.max_new_remaining(x, s, r) + x.ps
+        c.append(x.implies(s.status[r] == CHUNKED, budget > den * need))
+    return x.and_(*c)
+
+
+def pools_nonnegative(x: Ctx, s: State) -> Any:
+    c = [s.full_available >= 0, s.req_pool_available >= 0, x.floor_page(s.full_available) == s.full_available]
+    if x.cfg.hybrid_swa:
+        c += [s.swa_available >= 0, x.floor_page(s.swa_available) == s.swa_available]
+    return x.and_(*c)
+
+
+def _one_of(x: Ctx, v: Any, values: list[int]) -> Any:
+    return x.or_(*[v == k for k in values])
+
+
+def _node_present(x: Ctx, s: State, node: Any) -> Any:
+    """`node` is the root/virtual node, or an atom that exists on the device."""
+    return x.and_(*[x.implies(node == a, x.and_(s.node_len[a] > 0, s.node_device[a])) for a in range(x.cfg.num_atoms)])
+
+
+def typing(x: Ctx, s: State) -> Any:
+    """Every field takes a value of its type: enums in range, node ids on the owner's path, and
+    the fields of features the config does not have stay at their constant."""
+    cfg = x.cfg
+    c = [_one_of(x, s.last_batch, [0, 1, 2]), _one_of(x, s.oom, [0, 1, 2, 3])]
+    hyb, hic = cfg.hybrid_swa, cfg.hicache
+    if not hyb:
+        c += [s.swa_available == 0, s.swa_evictable_drift == 0, s.swa_protected_drift == 0]
+    for a in range(cfg.num_atoms):
+        L = s.node_len[a]
+        c.append(x.implies(L == 0, x.and_(x.not_(s.node_host[a]), x.not_(s.node_swa_tombstone[a]))))
+        if hic:
+            c.append(x.implies(L == 0, x.not_(s.node_device[a])))
+        else:
+            c += [x.not_(s.node_host[a]), s.node_device[a]]
+        if not hyb:
+            c.append(x.not_(s.node_swa_tombstone[a]))
+        if cfg.owner(a) >= 0 or a >= cfg.warm_atoms:
+            pass
+    for r in range(cfg.num_reqs):
+        path = list(x.shape.path[r])
+        session = cfg.slot_of(r) is not None
+        c.append(_one_of(x, s.status[r], [0, 1, 2, 3, 4]))
+        c.append(_one_of(x, s.last_node[r], [ROOT] + path + ([VIRTUAL] if session else [])))
+        c.append(_one_of(x, s.swa_lock_top[r], [ROOT] + (path if hyb else [])))
+        c.append(_one_of(x, s.load_back_node[r], [ROOT] + (path if hic else [])))
+        c.append(_one_of(x, s.load_back_swa_top[r], [ROOT] + (path if (hic and hyb) else [])))
+        c.append(x.implies(s.in_last_batch[r], s.last_batch == 1))
+        c.append(s.origin_input_len[r] >= 1)
+        if not hyb:
+            c.append(s.swa_evicted_seqlen[r] == 0)
+        if session:
+            c += [s.turn[r] >= 0, s.turn[r] < cfg.max_turns]
+        else:
+            c.append(s.turn[r] == 0)
+            c.append(s.origin_input_len[r] == x.p.input_len[r])
+        if not cfg.chunked_prefill:
+            c.append(s.status[r] != CHUNKED)
+    for i, r in enumerate(cfg.streaming_sessions):
+        path = list(x.shape.path[r])
+        c.append(_one_of(x, s.slot_last_node[i], [ROOT] + path))
+        c.append(_one_of(x, s.slot_swa_lock_top[i], [ROOT] + (path if hyb else [])))
+        if not hyb:
+            c.append(s.slot_swa_evicted_seqlen[i] == 0)
+    return x.and_(*c)
+
+
+LEMMAS: dict[str, Lemma] = {
+    lm.name: lm
+    for lm in [
+        Lemma("typing", "every field holds a value of its type; absent features keep their constants", typing),
+        Lemma("counters_exact", "SGLang's evictable/protected counters have no drift from the lock bookkeeping", counters_exact),
+        Lemma("tree_shape", "chains are prefixes, device nodes under device nodes, page-aligned lengths", tree_shape),
+        Lemma("request_lengths", "a request's status fixes its length relations and its tree prefix", request_lengths),
+        Lemma("session_slots", "session slots hold consistent lengths; a restored turn's slot holds KV", session_slots),
+        Lemma("chunked_fits", "a chunked request's remaining prefill fits what its admission reserved", chunked_fits),
+        Lemma("pools_nonnegative", "allocators never go below zero and stay page aligned", pools_nonnegative),
+    ]
+}
