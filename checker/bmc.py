@@ -72,9 +72,13 @@ class BMC:
             solver.add(c)
         return phi
 
-    def run(self, max_depth: int, progress: Progress | None = None, stop: Callable[..., bool] | None = None) -> dict[str, Result]:
+    def run(self, max_depth: int, progress: Progress | None = None, stop: Callable[..., bool] | None = None,
+            stop_on_violation: bool = False) -> dict[str, Result]:
         """Check every property at depths 0..max_depth; see the module docstring. `stop(t, witness,
-        open)` may end the run after depth t (a proof has covered the deeper depths)."""
+        open)` may end the run after depth t (a proof has covered the deeper depths). With
+        `stop_on_violation` the run ends at the first depth where a property is violated (TLC's
+        first-error mode); the others then hold only to that depth, and one without a witness yet
+        is `unknown`, never vacuous."""
         t0 = time.perf_counter()
         u = Unrolling(self.system)
         solver = self._solver()
@@ -88,6 +92,7 @@ class BMC:
         solver_time = 0.0
         status: dict[str, str] = {p.name: "open" for p in self.props}
         reached = max_depth
+        cut_short = False
 
         def timed_check(*assumptions: Any) -> Any:
             nonlocal solver_time
@@ -162,12 +167,21 @@ class BMC:
                 progress(t, time.perf_counter() - t0, dict(status))
             if not open_props:
                 break
+            if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in results.values()):
+                reached, cut_short = t, True
+                break
             if stop is not None and stop(t, dict(witness), [p.name for p in open_props]):
                 reached = t
                 break
         for p in open_props:
-            v = Verdict.HOLDS_TO_DEPTH if witness[p.name] is not None else Verdict.VACUOUS
-            results[p.name] = Result(p.name, v, reached, None, witness[p.name], seconds=time.perf_counter() - t0)
+            if witness[p.name] is not None:
+                results[p.name] = Result(p.name, Verdict.HOLDS_TO_DEPTH, reached, None, witness[p.name],
+                                         seconds=time.perf_counter() - t0)
+            elif cut_short:
+                results[p.name] = Result(p.name, Verdict.UNKNOWN, reached, None, None, seconds=time.perf_counter() - t0,
+                                         reason=f"not checked past depth {reached}: stopped at the first violation")
+            else:
+                results[p.name] = Result(p.name, Verdict.VACUOUS, reached, None, None, seconds=time.perf_counter() - t0)
         for res in results.values():
             res.solver_seconds = solver_time
             res.meta["lemmas_dropped"] = list(dropped)

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any, NoReturn, Sequence
 
+import model.system  # noqa: F401  (registers every transition)
 from model.designs import FIXES, PRESETS, SGLANG_COMMIT, Design
 from model.transition import REGISTRY
 from specs.configs import CONFIGS
@@ -151,9 +152,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
     baseline = PRESETS[args.design]
     printer = ProgressPrinter(not args.no_progress and not args.json)
+    from .run import EngineUnavailable, engine_check_config
+
+    try:
+        engine_check_config(args.engine)
+    except EngineUnavailable as e:
+        raise UsageError(str(e)) from e
     report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                        timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
-                       minimize=not args.no_minimize)
+                       minimize=not args.no_minimize, engine=args.engine)
     printer.end()
     violations = report.violations()
     written: dict[tuple[str, str], str] = {}
@@ -265,6 +272,7 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--property", action="append", default=[], metavar="NAME", help="default: all")
     pc.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all, relevant ones first")
     pc.add_argument("--depth", type=int, default=10, help="scheduler iterations to check (default 10)")
+    pc.add_argument("--engine", default="bmc", help="bmc (default), explicit, random, induction")
     pc.add_argument("--out", default="counterexamples", help="where counterexamples go (default counterexamples/)")
     pc.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     pc.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")

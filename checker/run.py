@@ -93,7 +93,8 @@ Progress = Callable[[str, int, float, dict[str, str]], None]
 
 
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
-                 timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True) -> ConfigReport:
+                 timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True,
+                 keep_going: bool = True) -> ConfigReport:
     t0 = time.perf_counter()
     system = System(cfg, design)
     bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize)
@@ -114,7 +115,7 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         return res.closed
 
     results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
-                      stop=stop_for_proof)
+                      stop=stop_for_proof, stop_on_violation=not keep_going)
     if proof.get("closed"):
         for r in results.values():
             if r.verdict is Verdict.HOLDS_TO_DEPTH:
@@ -124,14 +125,43 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
     return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
 
 
+# engine name -> module defining `check_config` with the signature of `check_config` above
+ENGINES: dict[str, str] = {
+    "bmc": "checker.run",
+    "explicit": "checker.explicit",
+    "random": "checker.random_engine",
+    "induction": "checker.induction",
+}
+
+
+class EngineUnavailable(LookupError):
+    """The engine's module does not exist or defines no `check_config`."""
+
+
+def engine_check_config(engine: str) -> Callable[..., ConfigReport]:
+    import importlib
+
+    if engine not in ENGINES:
+        raise EngineUnavailable(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+    try:
+        mod = importlib.import_module(ENGINES[engine])
+    except ModuleNotFoundError as e:
+        raise EngineUnavailable(f"engine {engine!r} is not available ({e})") from e
+    fn = getattr(mod, "check_config", None)
+    if fn is None:
+        raise EngineUnavailable(f"engine {engine!r}: {ENGINES[engine]} defines no check_config")
+    return fn  # type: ignore[no-any-return]
+
+
 def run_check(design: Design, configs: list[str], props: list[str], depth: int, prove: bool = True,
               keep_going: bool = False, timeout_ms: int = 0, progress: Progress | None = None,
-              baseline: Design | None = None, minimize: bool = True) -> Report:
+              baseline: Design | None = None, minimize: bool = True, engine: str = "bmc") -> Report:
     t0 = time.perf_counter()
     out: list[ConfigReport] = []
     stopped = False
+    run_one = engine_check_config(engine)
     for name in order_configs(configs, design, baseline):
-        rep = check_config(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize)
+        rep = run_one(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize, keep_going)
         out.append(rep)
         if not keep_going and any(r.verdict is Verdict.VIOLATED for r in rep.results.values()):
             stopped = len(out) < len(configs)
