@@ -50,8 +50,9 @@ Progress = Callable[[int, float, dict[str, str]], None]
 
 class BMC:
     def __init__(self, system: System, props: list[str] | None = None, timeout_ms: int = 0, minimize: bool = True,
-                 minimize_rounds: int = 12, use_lemmas: bool = True) -> None:
+                 minimize_rounds: int = 12, use_lemmas: bool = True, params: tuple[Any, list[Any]] | None = None) -> None:
         self.system = system
+        self.params = params  # (Params, constraints) replacing the config's bounds (induction's base case)
         self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
         self.timeout_ms = timeout_ms
         self.minimize = minimize
@@ -80,7 +81,7 @@ class BMC:
         first-error mode); the others then hold only to that depth, and one without a witness yet
         is `unknown`, never vacuous."""
         t0 = time.perf_counter()
-        u = Unrolling(self.system)
+        u = Unrolling(self.system, self.params)
         solver = self._solver()
         for c in u.init_cons:
             solver.add(c)
@@ -88,6 +89,7 @@ class BMC:
         open_props = list(self.props)
         lemmas = [(f"lemma:{n}", lm.holds) for n, lm in LEMMAS.items()] if self.use_lemmas else []
         dropped: list[str] = []
+        self.dropped = dropped  # "lemma:name@t"; read by the induction engine's `stop`
         witness: dict[str, int | None] = {p.name: None for p in self.props}
         solver_time = 0.0
         status: dict[str, str] = {p.name: "open" for p in self.props}

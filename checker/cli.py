@@ -134,6 +134,10 @@ class ProgressPrinter:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.all or args.jobs is not None:
+        from .parallel import cmd_check_parallel
+
+        return cmd_check_parallel(args)
     from . import itf
     from .explain import explain
     from .run import counterexample_path, run_check
@@ -175,6 +179,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation"})
         path.with_suffix("").with_suffix(".txt").write_text(step_table(r.trace, line) + "\n")
         written[(cfg_name, r.property)] = str(path)
+    if args.engine == "induction":  # counterexamples to induction, for a person to add a lemma
+        from .induction import write_ctis
+
+        write_ctis(report, args.out)
     if args.json:
         print(json.dumps(_report_json(report, written), indent=1))
     else:
@@ -221,7 +229,7 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
     for c in report.configs:
         extra = ""
         if c.proof:
-            extra = "; 1-induction " + ("closed" if c.proof.get("closed") else "did not close" + (
+            extra = f"; {c.proof.get('k', 1)}-induction " + ("closed" if c.proof.get("closed") else "did not close" + (
                 f" ({', '.join(c.proof.get('failed') or [])})" if c.proof.get("failed") else ""))
         out.append(f"config {c.config}  [{c.seconds:.1f}s{extra}]")
         for r in c.results.values():
@@ -230,6 +238,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 w += f": holds at every depth (BMC to depth {r.meta.get('bmc_depth')}, witness at {r.witness_depth})"
             elif r.verdict is Verdict.HOLDS_TO_DEPTH:
                 w += f" (witness at depth {r.witness_depth})"
+                if r.meta.get("engine") == "induction" and r.reason:
+                    w += f"; {r.reason}" + (f"; counterexample to induction: {r.meta['cti_path']}" if r.meta.get("cti_path") else "")
             elif r.verdict is Verdict.UNKNOWN:
                 w += f" ({r.reason})"
             out.append(f"  {r.property:20s} {w}")
@@ -249,11 +259,21 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
 # -- show -----------------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace) -> int:
     from . import itf
-    from .trace import step_table
+    from .report_html import show, write_html
 
+    if (args.html or args.png) and len(args.files) != 1:
+        raise UsageError(f"--html/--png take one trace, got {len(args.files)} files; run kvmc show once per file")
     for f in args.files:
         t = itf.read(f)
-        print(step_table(t, str(t.meta.get("violation", ""))))
+        if args.html or args.png:
+            from . import chart
+
+            if args.html:
+                print(f"wrote {write_html(t, args.html)}")
+            if args.png:
+                print(f"wrote {chart.png(t, args.png)}")
+        else:
+            show(t, sys.stdout, args.color)
     return 0
 
 
@@ -281,11 +301,21 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
     pc.add_argument("--no-progress", action="store_true")
     pc.add_argument("-v", "--verbose", action="store_true")
+    pc.add_argument("--all", action="store_true", help="every preset design (x every config), in parallel; one report")
+    pc.add_argument("--jobs", type=int, default=None, help="run (design, config) checks in N parallel processes (default: cores)")
     pc.set_defaults(fn=cmd_check)
 
-    ps = sub.add_parser("show", help="print a counterexample's step table")
+    ps = sub.add_parser("show", help="print a counterexample's step table (or write an HTML / PNG report)")
     ps.add_argument("files", nargs="+")
+    ps.add_argument("--html", metavar="OUT.html", help="write one self-contained page: the trace table and a chart per pool")
+    ps.add_argument("--png", metavar="OUT.png", help="write the per-pool ownership chart alone")
+    ps.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                    help="colour the step table (auto: a terminal and NO_COLOR unset)")
     ps.set_defaults(fn=cmd_show)
+
+    from .review import add_parser as add_review_parser
+
+    add_review_parser(sub)
     return p
 
 

@@ -9,7 +9,9 @@
 
 Integers are `{"#bigint": "n"}`, per-request / per-node / per-slot fields are JSON lists, and each
 state after the first records the action taken and its named choices (`mbt::nondetPicks`, each a
-Quint option `{"tag": "Some", "value": v}`), so a trace replays by action name and choices.
+Quint option `{"tag": "Some", "value": v}`), so a trace replays by action name and choices. The
+picks are an ITF `#map` from choice name to option rather than Quint's record, because kvmc's
+choice names (`prefill.evict[3]`) are not identifiers, and itf-py turns records into namedtuples.
 
 Reading is strict: anything that is not a kvmc trace (bad JSON, a missing or mistyped field, an
 unknown action, config, fix or mutant) raises `ItfError` naming the file, the step and the field.
@@ -111,11 +113,11 @@ def to_itf(trace: Trace, meta: dict[str, Any] | None = None) -> dict[str, Any]:
             d[f] = enc(getattr(st, f))
         if i == 0:
             d[ACTION_TAKEN] = "init"
-            d[NONDET_PICKS] = {}
+            d[NONDET_PICKS] = {"#map": []}
         else:
             step = trace.steps[i - 1]
             d[ACTION_TAKEN] = step.action
-            d[NONDET_PICKS] = {k: {"tag": "Some", "value": enc(v)} for k, v in step.picks.items()}
+            d[NONDET_PICKS] = {"#map": [[k, {"tag": "Some", "value": enc(v)}] for k, v in step.picks.items()]}
         states.append(d)
     return {"#meta": m, "params": list(PARAM_NAMES), "vars": [*FIELD_NAMES, ACTION_TAKEN, NONDET_PICKS], "states": states}
 
@@ -224,6 +226,12 @@ def from_itf(data: Any, file: str = "<trace>") -> Trace:
             if action not in ACTIONS:
                 raise ItfError(file, f"{where} field {ACTION_TAKEN}", f"unknown action {action!r}; expected one of {list(ACTIONS)}")
             picks = raw.get(NONDET_PICKS, {})
+            if isinstance(picks, dict) and "#map" in picks:
+                pairs = picks["#map"]
+                if not isinstance(pairs, list) or not all(
+                        isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str) for kv in pairs):
+                    raise ItfError(file, f"{where} field {NONDET_PICKS}", "#map must be a list of [choice name, value] pairs")
+                picks = dict((k, v) for k, v in pairs)
             if not isinstance(picks, dict):
                 raise ItfError(file, f"{where} field {NONDET_PICKS}", "expected an object of choice -> value")
             dp = {}

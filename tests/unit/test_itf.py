@@ -1,0 +1,138 @@
+"""Counterexamples are data: ITF JSON written by kvmc reads back identically, is readable by
+itf-py, replays through the concrete model, and a damaged file is rejected naming file, step
+and field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import itf_py
+import pytest
+
+from checker import itf
+from checker.run import run_check
+from checker.trace import TraceMismatch, Trace, run_concrete
+from model.designs import PRESETS
+from model.system import System
+
+BUGGY = PRESETS["current"].with_fix("swa_busy_check", None)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    rep = run_check(BUGGY, ["hybrid_swa"], ["busy_check_sound"], depth=2, prove=False)
+    (_, res), = rep.violations()
+    assert res.trace is not None
+    return res.trace
+
+
+@pytest.fixture
+def doc(trace: Trace) -> dict[str, Any]:
+    return itf.to_itf(trace, {"verdict": "violated"})
+
+
+def test_roundtrip(trace: Trace, tmp_path: Path) -> None:
+    path = itf.write(tmp_path / "a" / "t.itf.json", trace, {"verdict": "violated"})
+    back = itf.read(path)
+    assert back.states == trace.states and back.params == trace.params
+    assert [s.picks for s in back.steps] == [s.picks for s in trace.steps]
+    assert back.design.flags() == trace.design.flags() and back.cfg.name == trace.cfg.name
+    assert back.prop == "busy_check_sound"
+
+
+def test_meta_and_mbt_convention(doc: dict[str, Any]) -> None:
+    m = doc["#meta"]
+    for key in ("design", "fixes", "property", "config", "depth", "engine", "kvmc_version", "sglang_commit"):
+        assert key in m, key
+    assert m["fixes"]["swa_busy_check"] is None
+    s1 = doc["states"][1]
+    assert s1["mbt::actionTaken"] == "event_loop_iteration"
+    pairs = s1["mbt::nondetPicks"]["#map"]
+    assert pairs and all(isinstance(k, str) and v["tag"] == "Some" for k, v in pairs)
+    assert s1["full_tokens"] == {"#bigint": str(doc["states"][0]["full_tokens"]["#bigint"])}
+
+
+def test_readable_by_itf_py(doc: dict[str, Any]) -> None:
+    t = itf_py.trace_from_json(json.loads(json.dumps(doc)))
+    assert len(t.states) == len(doc["states"])
+    assert t.states[0].values["full_available"] == int(doc["states"][0]["full_available"]["#bigint"])
+
+
+def test_replays_through_the_concrete_model(trace: Trace) -> None:
+    states, _ = run_concrete(System(trace.cfg, trace.design), trace.params, trace.actions, expected=trace.states)
+    assert states == trace.states
+
+
+def test_edited_number_diverges_at_its_step(trace: Trace, doc: dict[str, Any]) -> None:
+    bad = copy.deepcopy(doc)
+    v = int(bad["states"][1]["full_available"]["#bigint"])
+    bad["states"][1]["full_available"] = {"#bigint": str(v + 1)}
+    t = itf.from_itf(bad, "edited.itf.json")
+    with pytest.raises(TraceMismatch) as e:
+        run_concrete(System(t.cfg, t.design), t.params, t.actions, expected=t.states)
+    assert e.value.step == 1 and e.value.field == "full_available"
+    assert (e.value.recorded, e.value.concrete) == (v + 1, v)
+
+
+def _damage(doc: dict[str, Any], how: str) -> Any:
+    bad = copy.deepcopy(doc)
+    if how == "missing field":
+        del bad["states"][1]["kv_allocated_len"]
+    elif how == "wrong type":
+        bad["states"][1]["full_available"] = "lots"
+    elif how == "wrong list length":
+        bad["states"][0]["status"] = bad["states"][0]["status"][:1]
+    elif how == "unknown action":
+        bad["states"][1]["mbt::actionTaken"] = "defragment"
+    elif how == "unknown config":
+        bad["#meta"]["config"] = "galaxy"
+    elif how == "unknown fix":
+        bad["#meta"]["fixes"]["warp_drive"] = "on"
+    elif how == "changing params":
+        bad["states"][1]["full_tokens"] = {"#bigint": "999"}
+    return bad
+
+
+@pytest.mark.parametrize(
+    "how, where",
+    [
+        ("missing field", "state 1 field kv_allocated_len"),
+        ("wrong type", "state 1 field full_available"),
+        ("wrong list length", "state 0 field status"),
+        ("unknown action", "state 1 field mbt::actionTaken"),
+        ("unknown config", "#meta.config"),
+        ("unknown fix", "#meta"),
+        ("changing params", "state 1"),
+    ],
+)
+def test_damaged_trace_names_file_step_and_field(doc: dict[str, Any], how: str, where: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.itf.json"
+    path.write_text(json.dumps(_damage(doc, how)))
+    with pytest.raises(itf.ItfError) as e:
+        itf.read(path)
+    msg = str(e.value)
+    assert msg.startswith(str(path)) and where in msg and "\n" not in msg, msg
+
+
+def test_truncated_json(doc: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "cut.itf.json"
+    path.write_text(json.dumps(doc)[:200])
+    with pytest.raises(itf.ItfError, match="not valid JSON"):
+        itf.read(path)
+
+
+def test_write_is_atomic(trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.itf.json"
+    path.write_text("old")
+
+    def boom(*a: Any, **k: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(itf.json, "dump", boom)
+    monkeypatch.setattr(itf.json, "dumps", boom)
+    with pytest.raises(OSError):
+        itf.write(path, trace)
+    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
