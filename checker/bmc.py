@@ -25,7 +25,7 @@ from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES, Property
 
 from .encode import ModelOracle, Unrolling, eval_params, eval_state
-from .trace import Step, Trace, run_concrete
+from .trace import Step, Trace, TraceMismatch, run_concrete
 from .verdict import Verdict
 
 
@@ -50,8 +50,10 @@ Progress = Callable[[int, float, dict[str, str]], None]
 
 class BMC:
     def __init__(self, system: System, props: list[str] | None = None, timeout_ms: int = 0, minimize: bool = True,
-                 minimize_rounds: int = 12, use_lemmas: bool = True, params: tuple[Any, list[Any]] | None = None) -> None:
+                 minimize_rounds: int = 12, use_lemmas: bool = True, params: tuple[Any, list[Any]] | None = None,
+                 fresh_per_depth: bool = False) -> None:
         self.system = system
+        self.fresh_per_depth = fresh_per_depth  # non-incremental baseline for bench/: a new solver each depth
         self.params = params  # (Params, constraints) replacing the config's bounds (induction's base case)
         self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
         self.timeout_ms = timeout_ms
@@ -104,6 +106,10 @@ class BMC:
             return r
 
         for t in range(max_depth + 1):
+            if t > 0 and self.fresh_per_depth:  # same assertions, nothing learned carried over
+                kept = list(solver.assertions())
+                solver = self._solver()
+                solver.add(*kept)
             if t > 0:
                 for c in u.extend():
                     solver.add(c)
@@ -130,7 +136,10 @@ class BMC:
                         if not n.startswith("lemma:"):
                             if self.minimize:
                                 model = self._minimize(solver, u, model)
-                            failing[n] = self._trace(u, model, t, n)
+                            try:
+                                failing[n] = self._trace(u, model, t, n)
+                            except TraceMismatch as e:  # never reported as a counterexample
+                                failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
                         else:
                             failing[n] = None
                     elif ri == z3.unknown:
@@ -165,8 +174,8 @@ class BMC:
                 solver.pop()
                 if rw == z3.sat:
                     witness[p.name] = t
-            if progress:
-                progress(t, time.perf_counter() - t0, dict(status))
+            if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
+                progress(t, time.perf_counter() - t0, {**status, "_solver_s": f"{solver_time:.1f}"})
             if not open_props:
                 break
             if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in results.values()):

@@ -120,8 +120,9 @@ class ProgressPrinter:
     def __call__(self, config: str, depth: int, elapsed: float, status: dict[str, str]) -> None:
         if not self.enabled:
             return
-        done = [f"{k}: {v}" for k, v in status.items() if v != "open"]
-        line = f"[{config}] depth {depth} done, {elapsed:.1f}s" + (f"; {', '.join(done)}" if done else "")
+        done = [f"{k}: {v}" for k, v in status.items() if v != "open" and not k.startswith("_")]
+        solver = f" (solver {status['_solver_s']}s)" if "_solver_s" in status else ""
+        line = f"[{config}] depth {depth} done, {elapsed:.1f}s{solver}" + (f"; {', '.join(done)}" if done else "")
         if self.tty:
             sys.stderr.write("\r\033[K" + line)
             sys.stderr.flush()
@@ -176,7 +177,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         sysm = System(system_cfg, design)
         line = explain(sysm, r.property, r.trace.params, r.trace.states[-1])
         path = counterexample_path(args.out, design, r.property, cfg_name, many=len(violations) > 1)
-        itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation"})
+        from .replay import confirm_note
+
+        r.meta["pool_replay"] = confirm_note(r.trace)  # replayed on the torch pool before it is reported
+        itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation",
+                                  "pool_replay": r.meta["pool_replay"]})
         path.with_suffix("").with_suffix(".txt").write_text(step_table(r.trace, line) + "\n")
         written[(cfg_name, r.property)] = str(path)
     if args.engine == "induction":  # counterexamples to induction, for a person to add a lemma
@@ -211,6 +216,7 @@ def _report_json(report: Any, written: dict[tuple[str, str], str]) -> dict[str, 
                         "words": r.words(),
                         "witness_depth": r.witness_depth,
                         "counterexample": written.get((c.config, r.property)),
+                        "pool_replay": r.meta.get("pool_replay"),
                         "reason": r.reason or None,
                         "lemmas_dropped": r.meta.get("lemmas_dropped", []),
                     }
@@ -245,7 +251,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
             out.append(f"  {r.property:20s} {w}")
             if r.verdict is Verdict.VIOLATED and r.trace is not None:
                 path = written.get((c.config, r.property))
-                out.append(f"    counterexample: {path} (replayed through the concrete model)")
+                out.append(f"    counterexample: {path} (replayed through the concrete model; pool: "
+                           f"{r.meta.get('pool_replay', 'not replayed')})")
                 from .explain import explain
                 from model.system import System
 
@@ -268,10 +275,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.html or args.png:
             from . import chart
 
-            if args.html:
-                print(f"wrote {write_html(t, args.html)}")
-            if args.png:
-                print(f"wrote {chart.png(t, args.png)}")
+            for out, write in ((args.html, write_html), (args.png, chart.png)):
+                if not out:
+                    continue
+                try:
+                    print(f"wrote {write(t, out)}")
+                except (OSError, RuntimeError) as e:  # unwritable path, or matplotlib missing for --png
+                    raise UsageError(f"cannot write {out!r}: {e}; give a writable path (and `pip install matplotlib` for --png)") from e
         else:
             show(t, sys.stdout, args.color)
     return 0
@@ -316,6 +326,12 @@ def parser() -> argparse.ArgumentParser:
     from .review import add_parser as add_review_parser
 
     add_review_parser(sub)
+    from .graph_cmd import add_parser as add_graph_parser
+
+    add_graph_parser(sub)
+    from .replay import add_parser as add_replay_parser
+
+    add_replay_parser(sub)
     return p
 
 

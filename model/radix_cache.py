@@ -270,19 +270,34 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     slocked = swa_locked(x, s, extra_locks)
     d: list[Any] = [False] * K
     elig: list[Any] = [False] * K
+    # The atoms are a static tree; one of length 0 is not in SGLang's tree, and its children hang
+    # from its nearest existing ancestor. Per subtree top (an atom, or the live children standing
+    # in for an absent one): a device node stays / goes / nothing stays after the eviction.
+    stays: list[Any] = [False] * K
+    went: list[Any] = [False] * K
+    empty: list[Any] = [True] * K
+
+    def kids_any(v: list[Any], a: int) -> Any:
+        return x.or_(*[v[c] for c in sh.children[a]])
+
+    def kids_all(v: list[Any], a: int) -> Any:
+        return x.and_(*[v[c] for c in sh.children[a]])
+
     with x.scope(site):
         for a in reversed(range(K)):  # children have larger indices: decide them first
-            kids = sh.children[a]
-            leaf_after = x.and_(*[x.or_(x.not_(dev[c]), d[c]) for c in kids])
-            gone_after = x.and_(*[x.or_(x.not_(exists[c]), x.and_(d[c], x.not_(host[c]))) for c in kids])
+            leaf_after = x.not_(kids_any(stays, a))
+            gone_after = kids_all(empty, a)
             elig[a] = x.and_(need, dev[a], x.not_(locked[a]), leaf_after, x.or_(host[a], gone_after))
             # a tombstone whose last device child goes is deleted with it ("no leaf is a tombstone")
-            forced = x.and_(dev[a], tomb[a], x.not_(locked[a]), gone_after, x.or_(*[x.and_(dev[c], d[c]) for c in kids]))
+            forced = x.and_(dev[a], tomb[a], x.not_(locked[a]), gone_after, kids_any(went, a))
             d[a] = x.or_(forced, x.choose_bool_when(f"evict[{a}]", elig[a]))
+            stays[a] = x.ite(exists[a], x.and_(dev[a], x.not_(d[a])), kids_any(stays, a))
+            went[a] = x.ite(exists[a], x.and_(dev[a], d[a]), kids_any(went, a))
+            empty[a] = x.ite(exists[a], x.and_(d[a], x.not_(host[a])), kids_all(empty, a))
         t: list[Any] = [False] * K
         if hybrid:
             for a in range(K):
-                internal = x.or_(*[x.and_(dev[c], x.not_(d[c])) for c in sh.children[a]])
+                internal = kids_any(stays, a)
                 ok_t = x.and_(swa_need > 0, dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), internal)
                 t[a] = x.choose_bool_when(f"tombstone[{a}]", ok_t)
     L = s.node_len
@@ -299,15 +314,19 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
                 x.or_(
                     x.and_(elig[a], x.not_(d[a]), x.not_(tomb[a])),
                     x.and_(dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), x.not_(t[a]),
-                           x.or_(*[x.and_(dev[c], x.not_(d[c])) for c in sh.children[a]])),
+                           kids_any(stays, a)),
                 )
                 for a in range(K)
             ]
         )
         x.assume(x.or_(freed_swa >= swa_need, x.not_(more_swa)), "SWA eviction stopped early")
-    for a in range(K):
+    parent_goes: list[Any] = [False] * K  # the nearest existing ancestor is evicted too
+    for a in range(K):  # parents have smaller indices
         p = sh.parent[a]
-        top = x.and_(d[a], elig[a], x.not_(d[p]) if p >= 0 else True)
+        if p >= 0:
+            parent_goes[a] = x.ite(exists[p], d[p], parent_goes[p])
+    for a in range(K):
+        top = x.and_(d[a], elig[a], x.not_(parent_goes[a]))
         enough_without = x.and_(freed_full - L[a] >= full_need, (freed_swa - swa_len[a] >= swa_need) if hybrid else True)
         x.assume(x.implies(top, x.not_(enough_without)), "eviction freed more nodes than needed")
         if hybrid:

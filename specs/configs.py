@@ -124,13 +124,16 @@ CONFIGS: dict[str, Config] = {
         ),
         Config(
             name="spec_topk",
-            doc="EAGLE v1 with topk=2, num_steps=2, num_draft_tokens=3, page_size 4",
+            doc="EAGLE v1 with topk=2, num_steps=2, num_draft_tokens=3, page_size 1",
             num_reqs=2,
-            page_size=4,
+            # page_size 1: z3 needs minutes per depth on the paged draft/verify arithmetic at page 2
+            # or 4; the paged topk > 1 path (per-branch partial-page copies) is checked concretely
+            # at page 4 in tests/unit/test_digest_scenarios.py (digest 11.4).
+            page_size=1,
             spec=Spec(num_steps=2, topk=2, num_draft_tokens=3),
             private_atoms=2,
             bounds={
-                "full_tokens": (8, 64),
+                "full_tokens": (2, 32),
                 "input_len": (1, 10),
                 "max_new_tokens": (1, 6),
                 "req_pool_size": (2, 2),

@@ -1,0 +1,143 @@
+"""Regenerate and pin the checked-in counterexamples (counterexamples/).
+
+    python -m checker.regen            # check: every trace replays as MANIFEST.json pins it (exit 1 if not)
+    python -m checker.regen --manifest # rewrite MANIFEST.json from the traces on disk (after a review)
+    python -m checker.regen --update   # re-run `kvmc check` for each known bug, then rewrite MANIFEST.json
+
+`--update` re-runs exactly the checks listed in KNOWN_BUGS through `kvmc check ... --out DIR`
+(the traces are only ever written by kvmc check), so a change of the model that changes a verdict
+or a trace length shows up as a diff of the traces and of MANIFEST.json in review.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = ROOT / "counterexamples"
+
+# (fix turned off, config, property, planted mutants): one per known SGLang bug (issue 2, acceptance 1)
+KNOWN_BUGS: list[tuple[str, str, str, tuple[str, ...]]] = [
+    ("chunked_swa_page_reserve", "hybrid_swa", "no_prefill_oom", ()),  # #23174
+    ("swa_hostload_budget", "hybrid_swa_hicache", "no_prefill_oom", ()),  # #27391
+    ("session_active", "sessions", "busy_check_sound", ()),  # #22213 / #22753
+    ("retract_tail_free", "sessions", "conservation", ()),  # #22862
+    ("swa_busy_check", "hybrid_swa", "busy_check_sound", ()),  # #21499
+    ("spec_topk_busy_check", "spec_topk", "busy_check_complete", ("verify_keeps_rejected_page",)),  # #27228
+]
+
+
+def traces(directory: Path) -> list[Path]:
+    return sorted(directory.rglob("*.itf.json"))
+
+
+def entry(path: Path, directory: Path) -> dict[str, Any]:
+    from . import itf
+    from .replay import fixed_design, replay_events, replay_trace
+
+    t = itf.read(path)
+    o = replay_trace(t, "cpu", str(path))
+    fd = fixed_design(t)
+    ev = replay_events(t, fd)
+    off = sorted(f for f, v in t.design.fixes.items() if v is None and f in _current_on())
+    return {
+        "property": t.prop,
+        "config": t.cfg.name,
+        "design": t.design.name,
+        "fixes_off": off,
+        "mutants": sorted(t.design.mutants),
+        "length": len(t.steps),
+        "expected": o.status,
+        "fixed_design": fd.name,
+        "fixed_violations": len(ev.violations),
+    }
+
+
+def _current_on() -> set[str]:
+    from model.designs import PRESETS
+
+    return {f for f, v in PRESETS["current"].fixes.items() if v is not None}
+
+
+def build_manifest(directory: Path) -> dict[str, Any]:
+    return {
+        "about": "pinned results of `kvmc replay` on every trace here; regenerate with python -m checker.regen --manifest",
+        "files": {str(p.relative_to(directory)): entry(p, directory) for p in traces(directory)},
+    }
+
+
+def write_manifest(directory: Path) -> Path:
+    """Atomically (a temporary file renamed into place)."""
+    path = directory / "MANIFEST.json"
+    data = json.dumps(build_manifest(directory), indent=1, sort_keys=True) + "\n"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(data)
+    tmp.replace(path)
+    return path
+
+
+def compare(directory: Path) -> list[str]:
+    """Differences between MANIFEST.json and what the traces on disk do now."""
+    path = directory / "MANIFEST.json"
+    if not path.exists():
+        return [f"{path} is missing; create it with python -m checker.regen --manifest"]
+    pinned = json.loads(path.read_text()).get("files", {})
+    now = build_manifest(directory)["files"]
+    out = []
+    for f in sorted(set(pinned) | set(now)):
+        if f not in now:
+            out.append(f"{f}: pinned in MANIFEST.json but missing on disk")
+        elif f not in pinned:
+            out.append(f"{f}: on disk but not pinned in MANIFEST.json")
+        else:
+            for k in sorted(set(pinned[f]) | set(now[f])):
+                if pinned[f].get(k) != now[f].get(k):
+                    out.append(f"{f}: {k} pinned {pinned[f].get(k)!r}, now {now[f].get(k)!r}")
+    return out
+
+
+def update(directory: Path, depth: int | None = None) -> int:
+    from .cli import main as kvmc
+
+    rc = 0
+    for fix, config, prop, mutants in KNOWN_BUGS:
+        argv = ["check", "--without", fix, "--config", config, "--property", prop, "--no-progress", "--out", str(directory)]
+        for m in mutants:
+            argv += ["--mutant", m]
+        if depth:
+            argv += ["--depth", str(depth)]
+        print("kvmc " + " ".join(argv), flush=True)
+        code = kvmc(argv)
+        if code != 1:
+            print(f"regen: expected a violation (exit 1) from the line above, got exit {code}", file=sys.stderr)
+            rc = 1
+    write_manifest(directory)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m checker.regen", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=str(DEFAULT_DIR), help="counterexample directory (default counterexamples/)")
+    ap.add_argument("--update", action="store_true", help="re-run kvmc check for every known bug, then rewrite the manifest")
+    ap.add_argument("--manifest", action="store_true", help="rewrite MANIFEST.json from the traces on disk")
+    ap.add_argument("--depth", type=int, default=None, help="--depth passed to kvmc check with --update")
+    a = ap.parse_args(argv)
+    d = Path(a.dir)
+    if a.update:
+        return update(d, a.depth)
+    if a.manifest:
+        print(write_manifest(d))
+        return 0
+    diffs = compare(d)
+    for line in diffs:
+        print(line)
+    print("manifest matches" if not diffs else f"{len(diffs)} difference(s); if intended: python -m checker.regen --manifest")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""`kvmc replay`: run a counterexample on the torch pool (pool/) as a refinement check.
+
+For each trace file:
+1. read it strictly (checker/itf.py; a malformed file is an `ItfError`: one line naming the file,
+   the step and the field, exit status 2);
+2. refuse a trace planted with a model mutant that has no pool counterpart (pool/mutants.py):
+   `not replayable`, exit status 2;
+3. re-run it through the concrete model: a trace the model itself does not follow was edited or
+   corrupted (exit status 2, naming the step and the field);
+4. build the pool for the trace's config, design and parameters on `--device`, run one pool
+   scheduler iteration per step with the step's recorded choices, and after every step map the
+   pool's live objects to the model's variables (pool/abstraction.py) and compare them with the
+   recorded state; also compare the choices the pool asked with the recorded ones, and the tree's
+   counters and SGLang's busy check (computed by the pool from its objects) with the model's
+   values. The first difference is `diverged at step N: field=..., model=..., pool=...`: a kvmc
+   bug, exit status 1;
+5. at the end, the pool's own verdict (allocator returned None, busy check fired or crashed,
+   ownership check failed: pool/ownership.py) must agree with the trace's: `reproduced` for a
+   recorded violation, `passed` for a trace recorded as passing.
+
+Exit status: 0 every file behaves as recorded; 1 some file diverged; 2 bad input (unreadable or
+corrupt trace, not replayable). Bad input wins over divergence: fix the input first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+import time
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from pathlib import Path
+from typing import Any
+
+from model.designs import PRESETS, Design
+from model.state import FIELD_NAMES, State
+
+from .itf import ItfError
+from .trace import Trace, TraceMismatch
+
+REPRODUCED, PASSED, DIVERGED, ERROR, NOT_REPLAYABLE = "reproduced", "passed", "diverged", "error", "not replayable"
+
+
+@dataclass
+class Outcome:
+    file: str
+    status: str
+    step: int | None = None
+    field: str | None = None
+    model: Any = None
+    pool: Any = None
+    message: str = ""
+    steps: int = 0
+    seconds: float = 0.0
+    detail: list[str] = dc_field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (REPRODUCED, PASSED)
+
+    def line(self) -> str:
+        if self.status == DIVERGED:
+            head = f"{self.file}: diverged at step {self.step}: {self.field}: model={self.model!r}, pool={self.pool!r}"
+            return head + (f" ({self.message})" if self.message else "")
+        if self.status in (ERROR, NOT_REPLAYABLE):
+            return f"{self.file}: {self.status}: {self.message}"
+        return f"{self.file}: {self.status} ({self.message})" if self.message else f"{self.file}: {self.status}"
+
+
+def _first_difference(model: State, pool: State) -> tuple[str, Any, Any] | None:
+    for f in FIELD_NAMES:
+        a, b = getattr(model, f), getattr(pool, f)
+        if isinstance(a, tuple):
+            for i, (u, v) in enumerate(zip(a, b)):
+                if u != v:
+                    return f"{f}[{i}]", u, v
+            if len(a) != len(b):
+                return f, a, b
+        elif a != b:
+            return f, a, b
+    return None
+
+
+def _picks_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    for k in sorted(set(recorded) | set(asked)):
+        if k not in asked:
+            return f"choice {k}", recorded[k], "(not asked)"
+        if k not in recorded:
+            return f"choice {k}", "(not made)", asked[k]
+        if bool(recorded[k]) != bool(asked[k]) if isinstance(asked[k], bool) else recorded[k] != asked[k]:
+            return f"choice {k}", recorded[k], asked[k]
+    return None
+
+
+def _derived_difference(trace: Trace, state: State, sch: Any) -> tuple[str, Any, Any] | None:
+    """The tree counters and SGLang's busy check: model (from the recorded state) vs pool (from its
+    live objects)."""
+    from model import radix_cache
+    from model.invariant_checker import self_check_during_busy
+    from model.ops import Concrete
+    from model.system import System
+
+    x = System(trace.cfg, trace.design).ctx(Concrete(), trace.params)
+    c = radix_cache.counters(x, state)
+    t = sch.tree
+    pairs = [("full_evictable_size", c.full_evictable, t.full_evictable_size_),
+             ("full_protected_size", c.full_protected, t.full_protected_size_)]
+    if trace.cfg.hybrid_swa:
+        pairs += [("swa_evictable_size", c.swa_evictable, t.swa_evictable_size_),
+                  ("swa_protected_size", c.swa_protected, t.swa_protected_size_)]
+    for name, m, p in pairs:
+        if m != p:
+            return name, m, p
+    b = self_check_during_busy(x, state)
+    pb = sch.busy
+    for name, m, p in (("busy_check.ran", bool(b.ran), bool(pb and pb.ran)),
+                       ("busy_check.crashed", bool(b.crashed), bool(pb and pb.crashed)),
+                       ("busy_check.fired", bool(b.fired), bool(pb and pb.fired))):
+        if m != p:
+            return name, m, p
+    return None
+
+
+def _expects_violation(trace: Trace) -> bool:
+    return trace.meta.get("verdict") == "violated" or trace.meta.get("expected") == "violation"
+
+
+def validate(trace: Trace, file: str) -> None:
+    """Re-run the trace through the concrete model: a trace the model does not follow is corrupt."""
+    from model.system import System
+
+    from .trace import run_concrete
+
+    try:
+        run_concrete(System(trace.cfg, trace.design), trace.params, trace.actions, expected=trace.states, check_frames=False)
+    except TraceMismatch as e:
+        raise ItfError(file, f"state {e.step} field {e.field}",
+                       f"the trace records {e.recorded!r} but the model computes {e.concrete!r}: the trace was edited or "
+                       "corrupted (regenerate it with kvmc check)") from None
+    except (ValueError, TypeError, ArithmeticError, IndexError, KeyError) as e:
+        raise ItfError(file, "states", f"the model cannot run this trace ({type(e).__name__}: {e})") from None
+
+
+def replay_trace(trace: Trace, device: str = "cpu", file: str = "<trace>", check_model: bool = True,
+                 compare_derived: bool = True, expect_violation: bool | None = None) -> Outcome:
+    """Replay one parsed trace on the pool; never raises for a pool problem (that is a divergence)."""
+    from pool import ReplayChooser, Scheduler, to_state, violated
+    from pool.mutants import missing
+
+    t0 = time.perf_counter()
+    gone = missing(trace.design.mutants)
+    if gone:
+        return Outcome(file, NOT_REPLAYABLE, message=f"mutant {', '.join(gone)} has no pool counterpart (pool/mutants.py)")
+    if check_model:
+        try:
+            validate(trace, file)
+        except ItfError as e:
+            return Outcome(file, ERROR, message=str(e).split(": ", 1)[1] if ": " in str(e) else str(e))
+    prop = trace.prop
+    step = 0
+    try:
+        sch = Scheduler(trace.cfg, trace.design, trace.params, device=device)
+        d = _first_difference(trace.init, to_state(sch))
+        if d:
+            return Outcome(file, DIVERGED, 0, d[0], d[1], d[2], "initial state", 0, time.perf_counter() - t0)
+        ch = ReplayChooser()
+        for step, st in enumerate(trace.steps, 1):
+            if st.action != "event_loop_iteration":
+                return Outcome(file, ERROR, step, message=f"state {step}: unknown action {st.action!r}")
+            ch.set_picks(st.picks)
+            sch.step(ch)
+            pool_state = to_state(sch)
+            d = _first_difference(st.state, pool_state)
+            if d is None:
+                d = _picks_difference(st.picks, ch.asked)
+            if d is None and compare_derived:
+                d = _derived_difference(trace, st.state, sch)
+            if d:
+                return Outcome(file, DIVERGED, step, d[0], d[1], d[2], "", step, time.perf_counter() - t0)
+    except Exception as e:  # a pool failure on a trace the model follows is a kvmc bug, reported as such
+        return Outcome(file, DIVERGED, step, "pool", "(runs)", f"{type(e).__name__}: {e}", "the pool raised", step,
+                       time.perf_counter() - t0)
+    secs = time.perf_counter() - t0
+    n = len(trace.steps)
+    if prop is None:
+        return Outcome(file, PASSED, steps=n, seconds=secs, message="no property recorded; every state matched")
+    try:
+        bad = violated(sch, prop)
+    except KeyError:
+        return Outcome(file, ERROR, message=f"#meta.property: unknown property {prop!r}")
+    if expect_violation is None:
+        expect_violation = _expects_violation(trace)
+    if expect_violation:
+        if bad:
+            return Outcome(file, REPRODUCED, steps=n, seconds=secs, message=f"{prop} violated on the pool at step {n}, {device}")
+        return Outcome(file, DIVERGED, n, f"verdict {prop}", "violated", "holds", "the pool does not fail the same way",
+                       n, secs)
+    if bad:
+        return Outcome(file, DIVERGED, n, f"verdict {prop}", "holds", "violated", "", n, secs)
+    return Outcome(file, PASSED, steps=n, seconds=secs, message=f"{prop} holds on the pool, {device}")
+
+
+def replay_file(path: str | Path, device: str = "cpu") -> Outcome:
+    from . import itf
+
+    try:
+        trace = itf.read(path)
+    except ItfError as e:
+        return Outcome(str(path), ERROR, message=f"{e.where}: {str(e).split(': ', 2)[-1]}")
+    return replay_trace(trace, device, str(path))
+
+
+# -- the same events on another design ------------------------------------------------------------
+def fixed_design(trace: Trace) -> Design:
+    """The `current` design the trace's fixes were turned off from. A planted mutant stays when the
+    property is about SGLang's busy check (the leak is still there and the fixed check must report
+    it: #27228), and goes otherwise (no fix flag repairs a planted leak)."""
+    cur = PRESETS["current"]
+    keep = trace.prop in ("busy_check_sound", "busy_check_complete")
+    mutants = trace.design.mutants if keep else frozenset()
+    name = "current" + "".join(f"+{m}" for m in sorted(mutants))
+    return Design(name, dict(cur.fixes), mutants)
+
+
+@dataclass
+class EventsRun:
+    steps: int
+    violations: list[tuple[int, str]]  # (step, what) where the property fails on the pool
+    stopped: str = ""  # why the run ended early (the scheduler died)
+
+
+def replay_events(trace: Trace, design: Design, device: str = "cpu", props: list[str] | None = None) -> EventsRun:
+    """Run the trace's recorded events (arrivals, turns, accepted tokens, forced retractions, ...)
+    on the pool built for `design`; eviction follows the pool's LRU policy (recorded eviction
+    picks name nodes of the other run). Returns where any of `props` fails on the pool."""
+    from pool import ReplayChooser, Scheduler, violated
+
+    props = props or ([trace.prop] if trace.prop else [])
+    sch = Scheduler(trace.cfg, design, trace.params, device=device)
+    ch = ReplayChooser(lenient=True)
+    out: list[tuple[int, str]] = []
+    for t, st in enumerate(trace.steps, 1):
+        ch.set_picks(st.picks)
+        sch.step(ch)
+        for p in props:
+            if violated(sch, p):
+                out.append((t, p))
+        if sch.oom:
+            return EventsRun(t, out, f"the scheduler died at step {t}")
+    return EventsRun(len(trace.steps), out)
+
+
+# -- kvmc check's confirmation -----------------------------------------------------------------------
+def confirm(trace: Trace, device: str = "cpu") -> Outcome:
+    """Replay a counterexample `kvmc check` just found (no model re-run: the engine already did)."""
+    return replay_trace(trace, device, f"{trace.design.name}/{trace.prop}", check_model=False, expect_violation=True)
+
+
+# -- CLI ---------------------------------------------------------------------------------------------
+def expand(patterns: list[str]) -> list[str]:
+    out: list[str] = []
+    for p in patterns:
+        if any(c in p for c in "*?["):
+            hits = sorted(glob.glob(p, recursive=True))
+            out.extend(hits or [p])
+        elif Path(p).is_dir():
+            out.extend(sorted(str(f) for f in Path(p).rglob("*.itf.json")))
+        else:
+            out.append(p)
+    return out
+
+
+def check_device(device: str) -> str:
+    import torch
+
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; expected cpu or cuda")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is available here (torch.cuda.is_available() is False); use --device cpu")
+    return device
+
+
+def exit_status(outcomes: list[Outcome]) -> int:
+    if any(o.status in (ERROR, NOT_REPLAYABLE) for o in outcomes):
+        return 2
+    if any(o.status == DIVERGED for o in outcomes):
+        return 1
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import json
+
+    try:
+        device = check_device(args.device)
+    except ValueError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return 2
+    files = expand(args.files)
+    if not files:
+        print("kvmc: error: no trace files given (expected FILE.itf.json ...)", file=sys.stderr)
+        return 2
+    outcomes = [replay_file(f, device) for f in files]
+    if getattr(args, "json", False):
+        print(json.dumps([o.__dict__ for o in outcomes], indent=1, default=str))
+    else:
+        for o in outcomes:
+            print(o.line(), file=sys.stdout if o.ok else sys.stderr)
+        steps = sum(o.steps for o in outcomes)
+        secs = sum(o.seconds for o in outcomes)
+        ok = sum(o.ok for o in outcomes)
+        print(f"{ok}/{len(outcomes)} behave as recorded ({steps} steps on {device} in {secs:.2f}s)")
+    return exit_status(outcomes)
+
+
+def add_parser(sub: Any) -> None:
+    pr = sub.add_parser("replay", help="replay counterexamples on the torch pool (refinement check)")
+    pr.add_argument("files", nargs="+", metavar="FILE", help="ITF traces (globs and directories allowed)")
+    pr.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    pr.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
+    pr.set_defaults(fn=cmd_replay)
+
+
+def confirm_note(trace: Trace, device: str = "cpu") -> str:
+    """One phrase for `kvmc check`'s report: `confirmed (reproduced on the pool, cpu)`, or the
+    divergence (a kvmc bug), or why it could not be replayed."""
+    o = confirm(trace, device)
+    if o.status == REPRODUCED:
+        return f"confirmed (reproduced on the pool, {device})"
+    if o.status == DIVERGED:
+        print(f"kvmc: warning: kvmc bug: the pool does not follow this counterexample: {o.line()}", file=sys.stderr)
+        return f"NOT confirmed: diverged at step {o.step}: {o.field}: model={o.model!r}, pool={o.pool!r} (a kvmc bug)"
+    return f"not confirmed: {o.status}: {o.message}"

@@ -1,0 +1,147 @@
+"""The refinement map: the pool's live objects -> the model's state variables (model/state.py),
+and the pool's own verdict on each property (from its tensors, not from the model's formulas).
+
+Fields map one for one: allocator available sizes, free req_to_token rows, the tree's counters
+minus their recount ("drift"), one entry per model atom (the node standing for it: length, on
+device, host copy, SWA tombstone), per request its queue (status), lengths, lock nodes and batch
+membership, per session slot its saved row, and the scheduler's last batch and allocation failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.state import ROOT, VIRTUAL, State
+
+from . import ownership
+from .radix_tree import LockHandle
+from .scheduler import (
+    DECODE_BATCH,
+    EXTEND_BATCH,
+    NO_BATCH,
+    OOM_DECODE,
+    OOM_NONE,
+    OOM_PREFILL,
+    OOM_REQ_SLOTS,
+    Scheduler,
+)
+
+STATUS = {"new": 0, "waiting": 1, "chunked": 2, "running": 3, "finished": 4}
+
+
+class AbstractionError(RuntimeError):
+    """The pool is in a state the model cannot express (e.g. a node beyond a request's private chain)."""
+
+
+def _atom(h: LockHandle | None, uuid: bool = False) -> int:
+    if h is None:
+        return ROOT
+    n = h.uuid_node if uuid else h.node
+    if n is None or n.atom is None and n.parent is None:
+        return ROOT
+    if n.atom is None:
+        raise AbstractionError(f"lock on {n}, which stands for no model atom")
+    return n.atom
+
+
+def to_state(sch: Scheduler) -> State:
+    cfg = sch.cfg
+    K = cfg.num_atoms
+    nodes: dict[int, Any] = {}
+    for n in sch.tree.nodes():
+        if n.atom is None:
+            raise AbstractionError(f"tree node {n} stands for no model atom (request {n.owner} inserted more than "
+                                   f"private_atoms={cfg.private_atoms} nodes)")
+        if n.atom in nodes:
+            raise AbstractionError(f"two tree nodes stand for atom {n.atom}: {nodes[n.atom]} and {n}")
+        nodes[n.atom] = n
+    fe, fp, se, sp = sch.tree.recount()
+    t = sch.tree
+    hyb, hic = cfg.hybrid_swa, cfg.hicache
+    reqs = sch.reqs
+
+    def per_atom(f: Any) -> tuple:
+        return tuple(f(nodes.get(a)) for a in range(K))
+
+    def last(req: Any) -> int:
+        return VIRTUAL if req.virtual else _atom(req.lock)
+
+    return State(
+        full_available=sch.alloc.full_available_size(),
+        swa_available=sch.alloc.swa_available_size() if hyb else 0,
+        req_pool_available=sch.req_pool.available_size(),
+        full_evictable_drift=t.full_evictable_size_ - fe,
+        full_protected_drift=t.full_protected_size_ - fp,
+        swa_evictable_drift=(t.swa_evictable_size_ - se) if hyb else 0,
+        swa_protected_drift=(t.swa_protected_size_ - sp) if hyb else 0,
+        node_len=per_atom(lambda n: len(n) if n is not None else 0),
+        node_device=per_atom(lambda n: (n is not None and n.value is not None) if hic else True),
+        # model quirk (model/system.py::init_state): a warm atom of length 0 keeps warm_host as its
+        # node_host; it never exists, so nothing reads it
+        node_host=tuple((n.host_value is not None) if n is not None else
+                        (a < cfg.warm_atoms and sch.p.warm_len[a] == 0 and bool(sch.p.warm_host[a]))
+                        for a, n in ((a, nodes.get(a)) for a in range(K))),
+        node_swa_tombstone=per_atom(lambda n: n is not None and n.swa_tombstone),
+        status=tuple(STATUS[sch.status_of(r)] for r in reqs),
+        origin_input_len=tuple(r.origin_input_len for r in reqs),
+        output_len=tuple(r.output_len for r in reqs),
+        kv_allocated_len=tuple(r.kv_allocated_len for r in reqs),
+        kv_committed_len=tuple(r.kv_committed_len for r in reqs),
+        cache_protected_len=tuple(r.cache_protected_len for r in reqs),
+        swa_evicted_seqlen=tuple(r.swa_evicted_seqlen for r in reqs),
+        last_node=tuple(last(r) for r in reqs),
+        swa_lock_top=tuple(ROOT if (r.virtual or not hyb) else _atom(r.lock, True) for r in reqs),
+        in_last_batch=tuple(r.in_last_batch for r in reqs),
+        load_back_node=tuple(_atom(r.load_back) for r in reqs),
+        load_back_swa_top=tuple(_atom(r.load_back, True) if hyb else ROOT for r in reqs),
+        turn=tuple(r.turn for r in reqs),
+        slot_holding=tuple(s.holding for s in sch.slots),
+        slot_kv_allocated_len=tuple(s.kv_allocated_len for s in sch.slots),
+        slot_kv_committed_len=tuple(s.kv_committed_len for s in sch.slots),
+        slot_cache_protected_len=tuple(s.cache_protected_len for s in sch.slots),
+        slot_swa_evicted_seqlen=tuple(s.swa_evicted_seqlen for s in sch.slots),
+        slot_last_node=tuple(last(s) for s in sch.slots),
+        slot_swa_lock_top=tuple(ROOT if (s.virtual or not hyb) else _atom(s.lock, True) for s in sch.slots),
+        slot_is_active=tuple(s.is_active for s in sch.slots),
+        slot_closed=tuple(s.closed for s in sch.slots),
+        last_batch=sch.last_batch,
+        oom=sch.oom,
+    )
+
+
+def well_formed(sch: Scheduler) -> bool:
+    ps = sch.ps
+    t = sch.tree
+    ok = min(t.full_evictable_size_, t.full_protected_size_, t.swa_evictable_size_, t.swa_protected_size_) >= 0
+    for n in t.nodes():
+        ok = ok and len(n) % ps == 0
+    for r in sch.reqs:
+        if sch.holds_kv(r):
+            A, C, P, E = r.kv_allocated_len, r.kv_committed_len, r.cache_protected_len, r.swa_evicted_seqlen
+            ok = ok and 0 <= P <= C <= A and E >= 0 and P % ps == 0 and E % ps == 0
+    return bool(ok)
+
+
+def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) -> bool:
+    """The pool's own verdict: does the state after the last step violate `prop`?"""
+    if prop == "no_prefill_oom":
+        return sch.oom in (OOM_PREFILL, OOM_REQ_SLOTS)
+    if prop == "no_decode_oom":
+        return sch.oom == OOM_DECODE
+    if prop == "well_formed":
+        return not well_formed(sch)
+    own = own or ownership.check(sch)
+    b = sch.busy
+    fired = bool(b and b.fired)
+    crashed = bool(b and b.crashed)
+    if prop == "conservation":
+        return not own.ok
+    if prop == "busy_check_sound":
+        return own.pools_ok and (fired or crashed)
+    if prop == "busy_check_complete":
+        ran = sch.last_batch in (EXTEND_BATCH, DECODE_BATCH) and sch.oom == OOM_NONE
+        return ran and not own.pools_ok and not fired
+    raise KeyError(f"unknown property {prop!r}")
+
+
+__all__ = ["to_state", "violated", "well_formed", "AbstractionError", "NO_BATCH"]

@@ -1,0 +1,25 @@
+"""Planted bugs of the pool, keyed by the names of the model's mutants (model/mutants/).
+
+A model mutant replaces one transition; its pool counterpart plants the same bug in the pool's
+mechanism, so a counterexample found on a mutant design can be replayed. `kvmc replay` refuses a
+trace whose mutant has no entry here ("not replayable"), rather than replaying it on a pool that
+does not have the bug.
+"""
+
+from __future__ import annotations
+
+POOL_MUTANTS: dict[str, str] = {
+    "verify_keeps_rejected_page": "EAGLE verify (topk>1) starts freeing the rejected slots one page late "
+    "(Scheduler._eagle_verify): the first rejected page stays in req_to_token, owned by nobody",
+    "evict_swa_skips_free_swa": "_evict_swa advances swa_evicted_seqlen without free_swa "
+    "(Scheduler._evict_swa): the out-of-window SWA slots stay mapped, owned by nobody",
+    "finish_frees_overalloc_from_floor": "release_kv_cache frees the over-allocation from floor(C) "
+    "(Scheduler.release_kv_cache): the unaligned tail page goes back to the free list twice",
+    "swa_budget_drops_page": "_swa_budget_for_req forgets the + page_size of allocator slack "
+    "(PrefillAdder._swa_budget_for_req)",
+}
+
+
+def missing(names: frozenset[str] | set[str]) -> list[str]:
+    """Model mutants with no pool counterpart."""
+    return sorted(n for n in names if n not in POOL_MUTANTS)

@@ -1,0 +1,870 @@
+"""The scheduler that drives the pool: one `event_loop_normal` iteration per `step()`.
+
+Implements (our own code) SGLang @ d55f1c28, python/sglang/srt/:
+* managers/scheduler.py: `recv_requests` / `process_input_requests`, `get_new_batch_prefill`
+  (chunked request first, then the waiting queue in slot order), `update_running_batch`,
+  `process_batch_result_prefill` / `_decode`, HiCache `loading_check`;
+* managers/schedule_policy.py::PrefillAdder: live budgets, `add_one_req` (gates, temporary lock,
+  re-check, `init_load_back`, chunk truncation), `add_chunked_req`, `_update_prefill_budget`,
+  `_swa_budget_for_req`, `budget_state`;
+* managers/schedule_batch.py: `alloc_for_extend` / `prepare_for_extend`, `check_decode_mem`,
+  `retract_decode`, `alloc_for_decode` / `prepare_for_decode`, `_evict_swa`;
+* mem_cache/common.py::release_kv_cache, `evict_from_tree_cache`, `cache_unfinished_req`,
+  `cache_finished_req`;
+* mem_cache/session_aware_cache.py: `SessionSlot.save_from_req` / `restore_to_req`,
+  `release_session`;
+* speculative/eagle_worker.py + eagle_info.py: EAGLE v1 draft (allocator backed up and restored)
+  and verify (paged extend by D, accept, free the rejected pages), topk > 1;
+* managers/scheduler_runtime_checker_mixin.py / scheduler_components/invariant_checker.py:
+  `self_check_during_busy` computed from the live objects.
+
+It honours the same fix flags as the model (`model.designs.Design`) and imports nothing from the
+model but its Config / Design / Params. Not implemented (as in the model): the overlap loop, mixed
+chunk, PD, DP attention, EOS (a request stops at max_new_tokens), aborts other than "out of memory
+even after retracting", spec v2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from model.config import Config, Params
+from model.designs import Design
+
+from .allocator import I64, HostPool, PagedAllocator, PlainAllocator, PoolError, ReqToTokenPool, SWAAllocator
+from .choices import Chooser
+from .radix_tree import WARM, LockHandle, Match, RadixTree, TreeNode
+
+CONTINUE, NO_TOKEN, OTHER = 0, 1, 2
+NO_BATCH, EXTEND_BATCH, DECODE_BATCH = 0, 1, 2
+OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, OOM_DECODE = 0, 1, 2, 3
+OOM_MESSAGES = ("", "Prefill out of memory", "alloc_req_slots runs out of memory", "Decode out of memory")
+
+
+def ceil_page(x: int, ps: int) -> int:
+    return -(-x // ps) * ps
+
+
+def floor_page(x: int, ps: int) -> int:
+    return (x // ps) * ps
+
+
+@dataclass
+class Req:
+    rid: int
+    origin_input_len: int
+    arrived: bool = False
+    finished: bool = False
+    output_len: int = 0
+    turn: int = 0
+    kv_allocated_len: int = 0
+    kv_committed_len: int = 0
+    cache_protected_len: int = 0
+    swa_evicted_seqlen: int = 0
+    req_pool_idx: int | None = None
+    lock: LockHandle | None = None  # persistent tree lock (last_node, swa_uuid_for_lock)
+    virtual: bool = False  # last_node is the session's virtual node
+    prefix_indices: torch.Tensor | None = None
+    in_last_batch: bool = False
+    load_back: LockHandle | None = None  # in-flight HiCache load-back lock
+    decode_batch_idx: int = 0
+
+
+@dataclass
+class SessionSlot:
+    rid: int
+    req_pool_idx: int | None = None  # None: holds no KV
+    kv_allocated_len: int = 0
+    kv_committed_len: int = 0
+    cache_protected_len: int = 0
+    swa_evicted_seqlen: int = 0
+    lock: LockHandle | None = None
+    virtual: bool = False
+    is_active: bool = False
+    closed: bool = False
+
+    @property
+    def holding(self) -> bool:
+        return self.req_pool_idx is not None
+
+
+@dataclass
+class Admission:
+    extend: int
+    prefix: int
+    new_chunked: bool
+    fresh: bool
+
+
+@dataclass
+class BusyCheck:
+    ran: bool
+    crashed: bool
+    fired: bool
+    terms: dict[str, int] = field(default_factory=dict)
+
+
+class PrefillAdder:
+    """One prefill pass's budgets (`PrefillAdder`); the budgets are re-read from the live allocator
+    and tree at every use."""
+
+    def __init__(self, sch: "Scheduler") -> None:
+        self.sch = sch
+        cfg = sch.cfg
+        num, den = cfg.new_token_ratio
+        self.ratio = Fraction(num, den)
+        self.rem_total_token_offset: Fraction = sum(
+            (self.ratio * sch.max_new_remaining(r) for r in sch.running), Fraction(0))
+        self.cur_rem_token_offset = 0
+        self.rem_input_tokens = sch.p.max_prefill_tokens
+        self.rem_chunk_tokens: int | None = sch.p.chunked_prefill_size if cfg.chunked_prefill else None
+        self.rem_swa_token_offset = 0
+        self.can_run: dict[int, Admission] = {}
+        self.stopped = False
+        self.result = CONTINUE
+
+    # live budgets
+    def _ae_full(self) -> int:
+        sch = self.sch
+        full = sch.alloc.full_available_size() + sch.tree.full_evictable_size()
+        if sch.cfg.hybrid_swa and not sch.design.on("swa_budget_split"):
+            return min(full, sch.alloc.swa_available_size() + sch.tree.swa_evictable_size())
+        return full
+
+    def rem_total_tokens(self) -> Fraction:
+        return self._ae_full() - self.rem_total_token_offset
+
+    def cur_rem_tokens(self) -> int:
+        return self._ae_full() - self.cur_rem_token_offset
+
+    def rem_swa_tokens(self) -> int:
+        sch = self.sch
+        return sch.alloc.swa_available_size() + sch.tree.swa_evictable_size() - self.rem_swa_token_offset
+
+    def swa_gate_on(self) -> bool:
+        return self.sch.cfg.hybrid_swa and self.sch.design.on("swa_budget_split")
+
+    def _swa_budget_for_req(self, extend: int, max_new: int, swa_host_hit: int) -> int:
+        sch = self.sch
+        ps, W = sch.ps, sch.p.sliding_window_size
+        rc = self.rem_chunk_tokens
+        capped = min(extend, rc) if rc is not None else extend
+        if sch.design.on("swa_window_headroom"):
+            budget = max(capped - W, 0) + min(extend + max_new, W) + ps
+        else:
+            budget = max(capped, W) + ps
+        if sch.mutant("swa_budget_drops_page"):
+            budget -= ps
+        if sch.design.on("swa_hostload_budget") and swa_host_hit > 0:
+            budget += ceil_page(swa_host_hit, ps)
+        return budget
+
+    def budget_state(self) -> int:
+        no_token = self.rem_total_tokens() <= 0 or self.cur_rem_tokens() <= 0
+        if self.swa_gate_on():
+            no_token = no_token or self.rem_swa_tokens() <= 0
+        if no_token:
+            return NO_TOKEN
+        if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
+            return OTHER
+        return CONTINUE
+
+    def _update_prefill_budget(self, extend: int, max_new: int) -> None:
+        ps = self.sch.ps
+        e = ceil_page(extend, ps)
+        swa = self._swa_budget_for_req(e, max_new, 0) if self.swa_gate_on() else 0
+        self.rem_total_token_offset += e + max_new + ps
+        self.cur_rem_token_offset += e + ps
+        self.rem_input_tokens -= e
+        self.rem_swa_token_offset += swa
+        if self.rem_chunk_tokens is not None:
+            self.rem_chunk_tokens -= e
+
+    def _token_gates_fail(self, total_tokens: int, swa_budget: int) -> bool:
+        fails = total_tokens >= self.rem_total_tokens()
+        if self.swa_gate_on():
+            fails = fails or swa_budget >= self.rem_swa_tokens()
+        return fails
+
+    # admission
+    def add_one_req(self, req: Req, m: Match, fresh: bool, restored: "Restored | None") -> None:
+        sch = self.sch
+        ps = sch.ps
+        fill = req.origin_input_len + req.output_len
+        prefix_len = restored.prefix if restored else m.prefix_len
+        host_hit = 0 if restored else m.host_hit_length
+        swa_host_raw = 0 if restored else m.swa_host_hit_length
+        extend = fill - prefix_len
+        max_new = sch.max_new_remaining(req)
+        total_tokens = extend + max_new + ps
+        swa_host = swa_host_raw if sch.design.on("swa_hostload_budget") else 0
+        swa_budget = self._swa_budget_for_req(extend, max_new, swa_host) if self.swa_gate_on() else 0
+        real_input = ceil_page(extend - host_hit, ps)
+        no_token = self._token_gates_fail(total_tokens, swa_budget)
+        other = real_input >= self.rem_input_tokens and bool(self.can_run)
+        if no_token or other:
+            self.result = NO_TOKEN if no_token else OTHER
+            self.stopped = True
+            return
+        # `with self._lock_node(req.last_node)`: the temporary lock
+        last_dev = None if restored else m.last_device_node
+        tmp = sch.tree.inc_lock_ref(last_dev)
+        recheck = self._token_gates_fail(total_tokens, swa_budget)
+        prefix, last_node = prefix_len, last_dev
+        prefix_indices = None if restored else m.device_indices
+        loaded = False
+        if sch.cfg.hicache and not recheck and (host_hit > 0 or swa_host > 0):
+            new = sch.init_load_back(req, m)
+            if new is not None:
+                loaded = True
+                prefix = prefix_len + int(new.numel())
+                last_node = m.best_match_node
+                prefix_indices = torch.cat([m.device_indices, new])
+        protected = prefix if loaded else (restored.protected if restored else m.prefix_len)
+        ext = fill - prefix
+        in_tokens = ceil_page(ext, ps)
+        other2 = in_tokens >= self.rem_input_tokens and bool(self.can_run)
+        rc = self.rem_chunk_tokens
+        whole = rc is None or in_tokens <= rc
+        trunc = 0 if rc is None else floor_page(rc, ps)
+        admit = not recheck and not other2 and (whole or trunc > 0)
+        if admit:
+            if restored:
+                req.lock, req.virtual = None, True
+            else:
+                req.lock, req.virtual = sch.tree.inc_lock_ref(last_node), False  # _req_inc_lock_ref
+            req.cache_protected_len = protected
+            req.swa_evicted_seqlen = restored.swa_evicted_seqlen if restored else 0
+            req.prefix_indices = prefix_indices
+            ext_admitted = ext if whole else trunc
+            mnt = min(sch.p.max_new_tokens[req.rid], sch.cfg.clip_max_new_tokens) if whole else 0
+            self._update_prefill_budget(ext_admitted, mnt)
+            self.can_run[req.rid] = Admission(ext_admitted, prefix, not whole, fresh)
+        sch.tree.dec_lock_ref(tmp)
+        if recheck:
+            self.result = NO_TOKEN
+        elif admit:
+            self.result = self.budget_state()
+        else:
+            self.result = OTHER
+        self.stopped = self.result != CONTINUE
+
+    def add_chunked_req(self, req: Req) -> None:
+        sch = self.sch
+        ps = sch.ps
+        fill = req.origin_input_len + req.output_len
+        prefix = req.kv_committed_len
+        extend = fill - prefix
+        rc = self.rem_chunk_tokens
+        assert rc is not None
+        budget = min(rc, math.floor(self.rem_total_tokens()))
+        deferred = False
+        if sch.cfg.hybrid_swa and sch.design.on("swa_budget_split"):
+            reserve = ps if sch.design.on("chunked_swa_page_reserve") else 0
+            budget = min(budget, self.rem_swa_tokens() - reserve)
+            if sch.design.on("chunked_swa_page_reserve"):
+                deferred = budget <= 0  # #23174: leave it for a later pass
+        if budget <= 0 and not deferred:
+            budget = rc  # "the chunked req must be added or its KV leaks"
+        if deferred:
+            return
+        truncated = extend > budget
+        ext = min(extend, budget)
+        mnt = 0 if truncated else min(sch.p.max_new_tokens[req.rid], sch.cfg.clip_max_new_tokens)
+        self._update_prefill_budget(ext, mnt)
+        self.can_run[req.rid] = Admission(ext, prefix, truncated, False)
+
+
+@dataclass
+class Restored:
+    prefix: int
+    protected: int
+    swa_evicted_seqlen: int
+
+
+class Scheduler:
+    def __init__(self, cfg: Config, design: Design, params: Params, device: str | torch.device = "cpu",
+                 max_context_len: int | None = None) -> None:
+        self.cfg, self.design, self.p = cfg, design, params
+        self.device = torch.device(device)
+        self.mutants = frozenset(design.mutants)
+        self.ps = ps = cfg.page_size
+        self.hybrid = cfg.hybrid_swa
+        if self.hybrid:
+            self.alloc: Any = SWAAllocator(params.full_tokens, params.swa_tokens, ps, self.device)
+        else:
+            self.alloc = PlainAllocator(params.full_tokens, ps, self.device, "full")
+        warm_total = sum(params.warm_len)
+        self.host = HostPool(4 * (params.full_tokens + warm_total) + 64, self.device) if cfg.hicache else None
+        self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device, self.mutant)
+        if max_context_len is None:
+            spec_d = cfg.spec.num_draft_tokens if cfg.spec else 0
+            per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + spec_d + 2 * ps
+            max_context_len = ceil_page(per_turn * (cfg.max_turns + 1) + warm_total + 2 * ps, ps)
+        self.req_pool = ReqToTokenPool(params.req_pool_size, max_context_len, self.device)
+        self.warm_total = warm_total
+        self.reqs = [Req(r, params.input_len[r]) for r in range(cfg.num_reqs)]
+        self.slots = [SessionSlot(r) for r in cfg.streaming_sessions]
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.chunked: list[Req] = []
+        self.last_batch = NO_BATCH
+        self.oom = OOM_NONE
+        self.busy: BusyCheck | None = None
+        self.steps = 0
+        self._init_warm()
+
+    def mutant(self, name: str) -> bool:
+        return name in self.mutants
+
+    # -- tokens ------------------------------------------------------------------------------------
+    def token(self, r: int, pos: int) -> int:
+        if self.cfg.shares(r) and pos < self.warm_total:
+            return 1 + pos
+        return 1_000_000 * (r + 1) + pos
+
+    def tokens_of(self, r: int):  # noqa: ANN201
+        return lambda lo, hi: tuple(self.token(r, i) for i in range(lo, hi))
+
+    def _init_warm(self) -> None:
+        p, cfg = self.p, self.cfg
+        parent, pos = self.tree.root, 0
+        for a in range(cfg.warm_atoms):
+            L = p.warm_len[a]
+            if L <= 0:
+                continue
+            dev = bool(p.warm_device[a]) if cfg.hicache else True
+            value = None
+            if dev:
+                value = self.alloc.alloc(L)
+                if value is None:
+                    raise PoolError(f"warm prefix atom {a} (len {L}) does not fit the pools")
+            key = tuple(1 + i for i in range(pos, pos + L))
+            n = self.tree.add_node(parent, key, value, WARM, a, host_copy=bool(p.warm_host[a]) and cfg.hicache)
+            parent, pos = n, pos + L
+
+    def atom_for(self, owner: int):  # noqa: ANN201
+        """Model atom of a node request `owner` just created: the next atom of its private chain."""
+        chain = self.cfg.private_chain(owner)
+
+        def f(n: TreeNode) -> int | None:
+            par = n.parent
+            k = 0
+            if par is not None and par.owner == owner and par.atom is not None:
+                k = chain.index(par.atom) + 1
+            return chain[k] if k < len(chain) else None
+
+        return f
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def max_new_remaining(self, req: Req) -> int:
+        return min(max(self.p.max_new_tokens[req.rid] - req.output_len, 0), self.cfg.clip_max_new_tokens)
+
+    def row(self, req_or_idx: Any, lo: int, hi: int) -> torch.Tensor:
+        idx = req_or_idx if isinstance(req_or_idx, int) else req_or_idx.req_pool_idx
+        return self.req_pool.row(idx, lo, hi)
+
+    def free(self, idx: torch.Tensor) -> None:
+        self.alloc.free(idx)
+
+    def evict_from_tree_cache(self, num_tokens: int, ch: Chooser, site: str) -> None:
+        """`evict_from_tree_cache`: SWA: evict(full = N - avail_F, swa = N - avail_S) if short;
+        plain: the shortfall N - avail (#32016)."""
+        full_need = max(0, num_tokens - self.alloc.full_available_size())
+        swa_need = max(0, num_tokens - self.alloc.swa_available_size()) if self.hybrid else 0
+        with ch.scope(site):
+            self.tree.evict(full_need, swa_need, ch)
+
+    def can_alloc(self, tokens: int) -> bool:
+        ok = tokens <= self.alloc.full_available_size()
+        if self.hybrid:
+            ok = ok and tokens <= self.alloc.swa_available_size()
+        return ok
+
+    def status_of(self, req: Req) -> str:
+        if req in self.running:
+            return "running"
+        if req in self.chunked:
+            return "chunked"
+        if req in self.waiting:
+            return "waiting"
+        if req.finished:
+            return "finished"
+        return "new"
+
+    # -- the event loop ----------------------------------------------------------------------------
+    def step(self, ch: Chooser) -> None:
+        """One iteration of `event_loop_normal`, then the busy check."""
+        if self.oom != OOM_NONE:
+            raise PoolError(f"the scheduler died ({OOM_MESSAGES[self.oom]}); no iteration follows")
+        self._ch = ch
+        self.steps += 1
+        self.recv_requests(ch)
+        self.loading_check()
+        self.stash_chunked_req(ch)
+        ad = self.get_new_batch_prefill(ch)
+        if ad.can_run:
+            with ch.scope("prefill"):
+                self.run_prefill_batch(ad, ch)
+        elif self.running:
+            with ch.scope("decode"):
+                self.run_decode_batch(ch)
+        else:
+            self.last_batch = NO_BATCH
+        self.busy = self.self_check_during_busy()
+
+    def recv_requests(self, ch: Chooser) -> None:
+        with ch.scope("recv"):
+            for req in self.reqs:
+                if not req.arrived and ch.bool(f"arrive[{req.rid}]"):
+                    req.arrived = True
+                    self.waiting.append(req)
+            for i, slot in enumerate(self.slots):
+                req = self.reqs[slot.rid]
+                idle = req.finished and not slot.closed
+                close = idle and slot.holding and ch.bool(f"close_session[{i}]")
+                if close:
+                    self.release_session(slot)
+                more = idle and not close and req.turn + 1 < self.cfg.max_turns
+                if more and ch.bool(f"next_turn[{req.rid}]"):
+                    lo, hi = self.cfg.turn_tokens
+                    new_tokens = ch.int(f"turn_tokens[{req.rid}]", lo, hi)
+                    req.origin_input_len += req.output_len + new_tokens
+                    req.output_len = 0
+                    req.turn += 1
+                    req.kv_allocated_len = req.kv_committed_len = req.cache_protected_len = req.swa_evicted_seqlen = 0
+                    req.lock, req.virtual = None, False
+                    req.finished = False
+                    self.waiting.append(req)
+
+    def loading_check(self) -> None:
+        """HiCache: load-backs issued last iteration have completed; release their locks."""
+        for req in self.reqs:
+            if req.load_back is not None:
+                self.tree.dec_lock_ref(req.load_back)
+                req.load_back = None
+
+    def stash_chunked_req(self, ch: Chooser) -> None:
+        for req in sorted(self.chunked, key=lambda q: q.rid):
+            if self.last_batch == EXTEND_BATCH:
+                self.cache_unfinished_req(req, ch, f"stash[{req.rid}]")
+        for req in self.reqs:
+            req.in_last_batch = False
+
+    # -- prefill ----------------------------------------------------------------------------------
+    def match_prefix(self, req: Req) -> tuple[Match, Restored | None]:
+        key_len = req.origin_input_len + req.output_len - 1
+        m = self.tree.match_prefix(self.tokens_of(req.rid), key_len, req.rid, self.cfg.hicache)
+        i = self.cfg.slot_of(req.rid)
+        if i is not None:
+            slot = self.slots[i]
+            if slot.holding and not slot.closed:
+                return m, self.restore_to_req(req, slot, key_len)
+        return m, None
+
+    def get_new_batch_prefill(self, ch: Chooser) -> PrefillAdder:
+        ad = PrefillAdder(self)
+        if self.cfg.chunked_prefill:
+            for req in sorted(self.chunked, key=lambda q: q.rid):
+                ad.add_chunked_req(req)
+        for req in sorted(self.waiting, key=lambda q: q.rid):
+            if ad.stopped or len(ad.can_run) >= self.req_pool.available_size():
+                continue
+            with ch.scope(f"admit[{req.rid}]"):
+                m, restored = self.match_prefix(req)
+                ad.add_one_req(req, m, restored is None, restored)
+        return ad
+
+    def init_load_back(self, req: Req, m: Match) -> torch.Tensor | None:
+        """`init_load_back`: evict (the device prefix is under the temporary lock) so the host hit
+        fits, then load it all or nothing and lock the loaded path until `loading_check`."""
+        full_need = m.host_hit_length
+        swa_need = m.swa_host_hit_length if self.hybrid else 0
+        ch = self._ch
+        with ch.scope(f"load_back[{req.rid}]"), ch.scope("evict"):
+            self.tree.evict(max(0, full_need - self.alloc.full_available_size()),
+                            max(0, swa_need - self.alloc.swa_available_size()) if self.hybrid else 0, ch)
+        new = self.tree.load_back(m)
+        if new is None:
+            return None
+        req.load_back = self.tree.inc_lock_ref(m.best_match_node)
+        return new
+
+    def run_prefill_batch(self, ad: PrefillAdder, ch: Chooser) -> None:
+        if not self.alloc_for_extend(ad, ch):
+            return
+        self.process_batch_result_prefill(ad, ch)
+
+    def alloc_for_extend(self, ad: PrefillAdder, ch: Chooser) -> bool:
+        ps = self.ps
+        batch = [(self.reqs[r], a) for r, a in sorted(ad.can_run.items())]
+        fresh = sum(1 for _r, a in batch if a.fresh)
+        if fresh > self.req_pool.available_size():
+            self.oom = OOM_REQ_SLOTS
+            return False
+        ext_total = sum(a.extend for _r, a in batch)
+        evict_for = ext_total if ps == 1 else ext_total + len(batch) * ps
+        self.evict_from_tree_cache(evict_for, ch, "evict")
+        # rows first (a fresh request's row gets its matched prefix), then one alloc_extend
+        rows: list[int] = []
+        for req, a in batch:
+            if a.fresh:
+                rows.append(-1)
+            else:
+                assert req.req_pool_idx is not None
+                rows.append(req.req_pool_idx)
+        prefix_lens = [a.prefix for _r, a in batch]
+        seq_lens = [a.prefix + a.extend for _r, a in batch]
+        last_locs = []
+        for (req, a), row in zip(batch, rows):
+            if a.prefix == 0:
+                last_locs.append(-1)
+            elif row >= 0:
+                last_locs.append(int(self.req_pool.req_to_token[row, a.prefix - 1]))
+            else:
+                assert req.prefix_indices is not None
+                last_locs.append(int(req.prefix_indices[a.prefix - 1]))
+        out = self.alloc.alloc_extend(prefix_lens, seq_lens, last_locs)
+        if out is None:
+            self.oom = OOM_PREFILL
+            return False
+        off = 0
+        for (req, a), row in zip(batch, rows):
+            if row < 0:
+                row = self.req_pool.alloc()
+                assert row is not None
+                req.req_pool_idx = row
+                if req.prefix_indices is not None and a.prefix:
+                    self.req_pool.write(row, 0, req.prefix_indices[: a.prefix])
+            self.req_pool.write(row, a.prefix, out[off : off + a.extend])
+            off += a.extend
+            req.kv_allocated_len = req.kv_committed_len = a.prefix + a.extend
+        return True
+
+    def process_batch_result_prefill(self, ad: PrefillAdder, ch: Chooser) -> None:
+        for req in self.reqs:
+            a = ad.can_run.get(req.rid)
+            req.in_last_batch = a is not None
+            if a is None:
+                continue
+            if req in self.waiting:
+                self.waiting.remove(req)
+            if a.new_chunked:
+                if req not in self.chunked:
+                    self.chunked.append(req)
+                continue
+            if req in self.chunked:
+                self.chunked.remove(req)
+            req.output_len += 1
+            if req.output_len >= self.p.max_new_tokens[req.rid]:
+                self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
+                req.finished = True
+            else:
+                if not req.virtual:
+                    self.cache_unfinished_req(req, ch, f"unfinished[{req.rid}]")
+                self.running.append(req)
+        self.last_batch = EXTEND_BATCH
+
+    # -- radix cache paths -------------------------------------------------------------------------
+    def _backup(self, ch: Chooser, site: str) -> bool:
+        return ch.bool(f"{site}.write_backup") if self.cfg.hicache else False
+
+    def cache_unfinished_req(self, req: Req, ch: Chooser, site: str) -> None:
+        """Insert the computed page-aligned part, free duplicates, point the row at the tree's
+        indices, move the lock to the new last node; P := the tree part."""
+        end = floor_page(req.kv_committed_len, self.ps)
+        backup = self._backup(ch, site)
+        last, owned, rewrite = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi),
+                                                req.cache_protected_len, end, None, backup, self.atom_for(req.rid))
+        for pos, idx in rewrite:
+            self.req_pool.write(req.req_pool_idx, pos, idx)  # type: ignore[arg-type]
+        old = req.lock
+        if old is not None:
+            self.tree.dec_lock_ref(old)
+        req.lock = self.tree.inc_lock_ref(last)
+        req.cache_protected_len = owned
+
+    def cache_finished_req(self, req: Req, is_insert: bool, ch: Chooser, site: str) -> None:
+        """Insert [P, floor(C)) with swa_evicted_seqlen (or free it), free the unaligned tail page,
+        unlock."""
+        ps = self.ps
+        C, P = req.kv_committed_len, req.cache_protected_len
+        end = floor_page(C, ps)
+        owned = P
+        if is_insert:
+            backup = self._backup(ch, site)
+            _last, owned, _ = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi), P,
+                                               end, req.swa_evicted_seqlen if self.hybrid else None, backup,
+                                               self.atom_for(req.rid))
+        self.free(self.row(req, owned, C))
+        if req.lock is not None:
+            self.tree.dec_lock_ref(req.lock)
+        req.lock = None
+
+    def release_kv_cache(self, req: Req, is_insert: bool, ch: Chooser, site: str, abort: bool = False) -> None:
+        i = self.cfg.slot_of(req.rid)
+        if i is not None:
+            slot = self.slots[i]
+            self.save_from_req(req, slot)
+            if abort:
+                self.release_session(slot)
+        else:
+            self.cache_finished_req(req, is_insert, ch, site)
+            ps = self.ps
+            C, A = req.kv_committed_len, req.kv_allocated_len
+            start = floor_page(C, ps) if self.mutant("finish_frees_overalloc_from_floor") else ceil_page(C, ps)
+            self.free(self.row(req, start, A))  # over-allocation [ceil(C), A)
+            self.req_pool.free(req.req_pool_idx)  # type: ignore[arg-type]
+            req.req_pool_idx = None
+        req.lock, req.virtual = None, False
+
+    # -- sessions ---------------------------------------------------------------------------------
+    def restore_to_req(self, req: Req, slot: SessionSlot, key_len: int) -> Restored:
+        """`restore_to_req` via `match_prefix`: the request takes the slot's row (the slot keeps it
+        too, so a rejected request restores again)."""
+        ps = self.ps
+        C, A, E, P = slot.kv_committed_len, slot.kv_allocated_len, slot.swa_evicted_seqlen, slot.cache_protected_len
+        if self.design.on("retract_tail_free"):
+            prefix = min(C, key_len)
+            self.free(self.row(slot.req_pool_idx, ceil_page(prefix, ps), A))  # _free_tail
+            slot.kv_allocated_len, slot.kv_committed_len, slot.swa_evicted_seqlen = prefix, min(C, prefix), min(E, prefix)
+            E = slot.swa_evicted_seqlen
+        else:
+            prefix = min(C, max(key_len - 1, 0))
+        slot.is_active = True
+        req.req_pool_idx = slot.req_pool_idx
+        return Restored(prefix, P, E)
+
+    def save_from_req(self, req: Req, slot: SessionSlot) -> None:
+        first = not slot.holding
+        slot.req_pool_idx = req.req_pool_idx
+        slot.kv_allocated_len, slot.kv_committed_len = req.kv_allocated_len, req.kv_committed_len
+        slot.swa_evicted_seqlen = req.swa_evicted_seqlen
+        if first:  # the slot keeps the first turn's tree lock
+            slot.cache_protected_len = req.cache_protected_len
+            slot.lock, slot.virtual = req.lock, req.virtual
+        slot.is_active = False
+        req.req_pool_idx = None
+
+    def release_session(self, slot: SessionSlot) -> None:
+        if slot.lock is not None:
+            self.tree.dec_lock_ref(slot.lock)
+        self.free(self.row(slot.req_pool_idx, slot.cache_protected_len, slot.kv_allocated_len))
+        self.req_pool.free(slot.req_pool_idx)  # type: ignore[arg-type]
+        slot.req_pool_idx = None
+        slot.closed = True
+
+    # -- decode -------------------------------------------------------------------------------------
+    def decode_tokens_needed(self, batch: list[Req]) -> int:
+        ps, spec = self.ps, self.cfg.spec
+        if spec is not None:
+            L, k, D = spec.num_steps, spec.topk, spec.num_draft_tokens
+            if ps > 1:
+                L = ceil_page(L + ps, ps) if k > 1 else ceil_page(L, ps)
+                D = ceil_page(D, ps)
+            return len(batch) * max(L * k, D)
+        if ps == 1:
+            return len(batch)
+        return ps * sum(1 for r in batch if r.kv_committed_len % ps == 0)
+
+    def check_decode_mem(self, batch: list[Req], ch: Chooser, site: str) -> bool:
+        need = self.decode_tokens_needed(batch)
+        self.evict_from_tree_cache(need, ch, site)
+        return self.alloc.available_size() >= need
+
+    def _retract_order(self, kept: list[Req]) -> Req:
+        if self.cfg.spec is not None:
+            return max(kept, key=lambda r: r.rid)  # spec retracts from the back of the batch
+        # sort by (len(output_ids), -len(origin_input_ids)) descending, pop from the end
+        return min(kept, key=lambda r: (r.output_len, -r.origin_input_len, -r.rid))
+
+    def retract_decode(self, fits: bool, forced: bool, ch: Chooser) -> None:
+        kept = sorted(self.running, key=lambda q: q.rid)
+        going = (not fits) or forced
+        for it in range(self.cfg.num_reqs):
+            if it > 0 and going:
+                with ch.scope(f"retract[{it}]"):
+                    fits = self.check_decode_mem(kept, ch, "check")
+                going = not fits
+            if not going:
+                break
+            last_one = len(kept) == 1
+            abort = last_one and not fits
+            if not last_one or abort:
+                victim = self._retract_order(kept)
+                self.release_kv_cache(victim, False, ch, f"retract[{it}].release[{victim.rid}]", abort)
+                rest = len(kept) - 1
+                with ch.scope(f"retract[{it}].victim[{victim.rid}]"):
+                    self.evict_from_tree_cache(rest * self.cfg.retract_decode_steps, ch, "evict")
+                # reset_for_retract (output_ids are kept); an abort finishes the request
+                victim.kv_allocated_len = victim.kv_committed_len = 0
+                victim.cache_protected_len = victim.swa_evicted_seqlen = 0
+                victim.decode_batch_idx = 0
+                self.running.remove(victim)
+                if abort:
+                    victim.finished = True
+                else:
+                    self.waiting.append(victim)
+                kept.remove(victim)
+            if last_one:
+                break
+
+    def _evict_swa(self, req: Req, pre_len: int) -> None:
+        """Release the SWA slots [E, floor(pre_len - W - ps)) that slid out of the window."""
+        W, ps = self.p.sliding_window_size, self.ps
+        E = max(req.swa_evicted_seqlen, req.cache_protected_len)
+        target = max(E, floor_page(pre_len - W - ps, ps))
+        if target > E and not self.mutant("evict_swa_skips_free_swa"):
+            self.alloc.free_swa(self.row(req, E, target))
+        req.swa_evicted_seqlen = target
+
+    def run_decode_batch(self, ch: Chooser) -> None:
+        batch = sorted(self.running, key=lambda q: q.rid)
+        fits = self.check_decode_mem(batch, ch, "check")
+        forced = ch.bool("test_retract") if self.cfg.test_retract else False
+        if not fits or forced:
+            self.retract_decode(fits, forced, ch)
+        batch = sorted(self.running, key=lambda q: q.rid)
+        if not batch:
+            self.last_batch = NO_BATCH
+            return
+        ok = self.eagle_decode_step(batch, ch) if self.cfg.spec is not None else self.alloc_for_decode(batch, ch)
+        if not ok:
+            return
+        for req in batch:
+            if req.output_len >= self.p.max_new_tokens[req.rid]:
+                self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
+                self.running.remove(req)
+                req.finished = True
+        self.last_batch = DECODE_BATCH
+
+    def alloc_for_decode(self, batch: list[Req], ch: Chooser) -> bool:
+        ps = self.ps
+        if self.hybrid:
+            for req in batch:
+                if ch.bool(f"evict_swa[{req.rid}]"):
+                    self._evict_swa(req, req.kv_committed_len)
+        need = self.decode_tokens_needed(batch)
+        self.evict_from_tree_cache(len(batch) * ps, ch, "evict")
+        if not self.can_alloc(need):
+            self.oom = OOM_DECODE
+            return False
+        seq_lens = [r.kv_committed_len + 1 for r in batch]
+        last_locs = [int(self.req_pool.req_to_token[r.req_pool_idx, r.kv_committed_len - 1]) for r in batch]
+        out = self.alloc.alloc_decode(seq_lens, last_locs)
+        if out is None:
+            self.oom = OOM_DECODE
+            return False
+        for req, idx in zip(batch, out):
+            self.req_pool.write(req.req_pool_idx, req.kv_committed_len, idx.reshape(1))  # type: ignore[arg-type]
+            req.kv_committed_len += 1
+            req.kv_allocated_len += 1
+            req.output_len += 1
+            req.decode_batch_idx += 1
+        return True
+
+    def _draft_tokens(self, req: Req) -> int:
+        spec = self.cfg.spec
+        assert spec is not None
+        L, k, ps = spec.num_steps, spec.topk, self.ps
+        C = req.kv_committed_len
+        if ps == 1:
+            return L * k
+        if k == 1:
+            return ceil_page(C + L, ps) - ceil_page(C, ps)
+        return k * (-(-(C - floor_page(C, ps) + L) // ps)) * ps
+
+    def eagle_decode_step(self, batch: list[Req], ch: Chooser) -> bool:
+        """Draft (allocator backed up and restored: the slots never persist, but must fit), verify
+        (a paged extend from C to C + D), accept a tokens, free the rejected pages."""
+        spec = self.cfg.spec
+        assert spec is not None
+        ps, D = self.ps, spec.num_draft_tokens
+        draft = sum(self._draft_tokens(r) for r in batch)
+        self.evict_from_tree_cache(draft, ch, "draft.evict")
+        saved = self.alloc.backup_state()
+        got = self.alloc.alloc(draft) if draft else torch.empty(0, dtype=I64, device=self.device)
+        self.alloc.restore_state(saved)
+        if got is None:
+            self.oom = OOM_DECODE
+            return False
+        verify = sum(ceil_page(r.kv_committed_len + D, ps) - ceil_page(r.kv_committed_len, ps) for r in batch)
+        self.evict_from_tree_cache(verify, ch, "verify.evict")
+        if not self.can_alloc(verify):
+            self.oom = OOM_DECODE
+            return False
+        prefix = [r.kv_committed_len for r in batch]
+        seq = [c + D for c in prefix]
+        last = [int(self.req_pool.req_to_token[r.req_pool_idx, r.kv_committed_len - 1]) for r in batch]
+        out = self.alloc.alloc_extend(prefix, seq, last)
+        if out is None:
+            self.oom = OOM_DECODE
+            return False
+        for j, req in enumerate(batch):
+            s = req.kv_committed_len
+            self.req_pool.write(req.req_pool_idx, s, out[j * D : (j + 1) * D])  # type: ignore[arg-type]
+            room = max(1, min(D, self.p.max_new_tokens[req.rid] - req.output_len))
+            a = ch.int(f"accept[{req.rid}]", 1, room)
+            keep = min(ceil_page(s + a, ps), s + D)
+            if self.mutant("verify_keeps_rejected_page"):
+                keep = min(ceil_page(s + a, ps) + ps, s + D)
+            self.free(self.row(req, keep, s + D))
+            req.kv_committed_len = req.kv_allocated_len = s + a
+            req.output_len += a
+        return True
+
+    # -- SGLang's busy check -------------------------------------------------------------------------
+    def holds_kv(self, req: Req) -> bool:
+        return req in self.running or req in self.chunked
+
+    def self_check_during_busy(self) -> BusyCheck:
+        cfg, ps = self.cfg, self.ps
+        ran = self.last_batch != NO_BATCH and self.oom == OOM_NONE
+        if cfg.spec is not None and cfg.spec.topk > 1 and not self.design.on("spec_topk_busy_check"):
+            return BusyCheck(False, False, False)  # "speculative_eagle_topk > 1: skip"
+        if not ran:
+            return BusyCheck(False, False, False)
+        variant = self.design.variant("swa_busy_check")
+        tree = self.tree
+        try:
+            if variant is None:  # v0.5.10.post1: the generic accessors
+                evictable, protected = tree.evictable_size(), tree.protected_size()
+            else:
+                evictable, protected = tree.full_evictable_size(), tree.full_protected_size()
+        except NotImplementedError:
+            return BusyCheck(True, True, False)
+        counted = [r for r in self.reqs if (r.in_last_batch or r in self.running) and self.holds_kv(r)]
+        u_f = sum(ceil_page(r.kv_allocated_len, ps) - r.cache_protected_len for r in counted)
+        u_s = sum(max(0, ceil_page(r.kv_allocated_len, ps) - max(r.cache_protected_len, r.swa_evicted_seqlen)) for r in counted)
+        h_f = h_s = 0
+        sv = self.design.variant("session_active")
+        active_rows = {r.req_pool_idx for r in counted}
+        for slot in self.slots:
+            if not slot.holding:
+                continue
+            if sv == "is_active" and slot.is_active:
+                continue
+            if sv == "active_idx" and slot.req_pool_idx in active_rows:
+                continue
+            h_f += ceil_page(slot.kv_allocated_len, ps) - slot.cache_protected_len
+            h_s += max(0, ceil_page(slot.kv_allocated_len, ps) - max(slot.cache_protected_len, slot.swa_evicted_seqlen))
+        full_sum = self.alloc.full_available_size() + evictable + protected + h_f + u_f
+        ok = full_sum == self.p.full_tokens
+        terms = dict(available=self.alloc.full_available_size(), evictable=evictable, protected=protected,
+                     session_held=h_f, uncached=u_f, sum=full_sum, total=self.p.full_tokens)
+        if self.hybrid:
+            swa_sum = (self.alloc.swa_available_size() + tree.swa_evictable_size() + tree.swa_protected_size() + h_s + u_s)
+            terms.update(swa_available=self.alloc.swa_available_size(), swa_evictable=tree.swa_evictable_size(),
+                         swa_protected=tree.swa_protected_size(), swa_session_held=h_s, swa_uncached=u_s,
+                         swa_sum=swa_sum, swa_total=self.p.swa_tokens)
+            if variant == "on":
+                ok = ok and swa_sum == self.p.swa_tokens
+        return BusyCheck(True, False, not ok, terms)
+
+    # the chooser of the running step (init_load_back is reached from inside the adder)
+    _ch: Chooser

@@ -1,0 +1,53 @@
+"""The regression suite: every checked-in counterexample replays on the torch pool as pinned in
+counterexamples/MANIFEST.json, and the same events on the fixed design do not violate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checker import itf
+from checker.regen import DEFAULT_DIR, build_manifest
+from checker.replay import REPRODUCED, fixed_design, replay_events, replay_file
+
+FILES = sorted(DEFAULT_DIR.rglob("*.itf.json"))
+MANIFEST = DEFAULT_DIR / "MANIFEST.json"
+
+
+def _pinned() -> dict:
+    return json.loads(MANIFEST.read_text())["files"] if MANIFEST.exists() else {}
+
+
+def _id(p: Path) -> str:
+    return str(p.relative_to(DEFAULT_DIR))
+
+
+def test_there_are_counterexamples() -> None:
+    assert FILES, f"no *.itf.json under {DEFAULT_DIR}; generate them with python -m checker.regen --update"
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_replays_as_pinned(path: Path) -> None:
+    pinned = _pinned().get(_id(path))
+    assert pinned is not None, f"{_id(path)} is not pinned in MANIFEST.json (python -m checker.regen --manifest)"
+    o = replay_file(path)
+    assert o.status == pinned["expected"], o.line()
+    assert o.status == REPRODUCED, o.line()
+    t = itf.read(path)
+    assert len(t.steps) == pinned["length"], f"trace length {len(t.steps)} != pinned {pinned['length']}"
+    assert t.prop == pinned["property"]
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_fixed_design_does_not_violate(path: Path) -> None:
+    t = itf.read(path)
+    run = replay_events(t, fixed_design(t))
+    assert run.violations == [], f"{_id(path)} on {fixed_design(t).name}: {t.prop} fails at {run.violations}"
+    assert not run.stopped, run.stopped
+
+
+def test_manifest_matches_disk() -> None:
+    assert MANIFEST.exists(), "counterexamples/MANIFEST.json is missing (python -m checker.regen --manifest)"
+    assert set(_pinned()) == set(build_manifest(DEFAULT_DIR)["files"])

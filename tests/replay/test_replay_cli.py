@@ -1,0 +1,136 @@
+"""`kvmc replay` on bad input (one line, exit 2, never a traceback), on a pool that does not
+follow the trace (diverged at step N with both values, exit 1), and the refinement check on
+random walks of the model (long traces, every design preset)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from checker.cli import main
+from checker.regen import DEFAULT_DIR
+from checker.replay import DIVERGED, ERROR, replay_file, replay_trace
+from model.designs import PRESETS
+from specs.configs import CONFIGS
+
+from .walk import random_walk
+
+SOURCE = next(iter(sorted(DEFAULT_DIR.rglob("*.itf.json"))), None)
+needs_trace = pytest.mark.skipif(SOURCE is None, reason="no checked-in counterexample to corrupt")
+
+
+def _load() -> dict:
+    assert SOURCE is not None
+    return json.loads(SOURCE.read_text())
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["replay", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _edit_number(d: dict) -> None:
+    s = d["states"][-1]
+    s["full_available"] = {"#bigint": str(int(s["full_available"]["#bigint"]) + 7)}
+
+
+def _missing_field(d: dict) -> None:
+    del d["states"][1]["kv_committed_len"]
+
+
+def _wrong_type(d: dict) -> None:
+    d["states"][1]["full_available"] = "lots"
+
+
+def _unknown_action(d: dict) -> None:
+    d["states"][1]["mbt::actionTaken"] = "teleport"
+
+
+CORRUPTIONS = {
+    "edited number": (_edit_number, "full_available"),
+    "missing field": (_missing_field, "field kv_committed_len"),
+    "wrong type": (_wrong_type, "field full_available"),
+    "unknown action": (_unknown_action, "mbt::actionTaken"),
+}
+
+
+@needs_trace
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_corrupted_trace_one_line_exit_2(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _load()
+    edit, field = CORRUPTIONS[kind]
+    edit(d)
+    f = tmp_path / "bad.itf.json"
+    f.write_text(json.dumps(d))
+    rc, out, err = _run(capsys, str(f))
+    assert rc == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert str(f) in lines[0] and "state" in lines[0] and field in lines[0], lines[0]
+
+
+@needs_trace
+def test_truncated_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "cut.itf.json"
+    f.write_text(SOURCE.read_text()[:500])  # type: ignore[union-attr]
+    rc, _out, err = _run(capsys, str(f))
+    assert rc == 2 and "Traceback" not in err
+    assert str(f) in err and "not valid JSON" in err and "line" in err
+
+
+def test_missing_file_and_bad_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _o, err = _run(capsys, str(tmp_path / "nope.itf.json"))
+    assert rc == 2 and "cannot read" in err
+    rc, _o, err = _run(capsys, "--device", "tpu", str(tmp_path / "nope.itf.json"))
+    assert rc == 2 and "unknown device" in err
+
+
+@needs_trace
+def test_divergence_is_reported_with_both_values(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pool that does not follow the trace (here: an allocator that reports one page too many)."""
+    from pool import allocator
+
+    real = allocator.PagedAllocator.available_size
+    monkeypatch.setattr(allocator.PagedAllocator, "available_size", lambda self: real(self) + self.page_size)
+    o = replay_file(SOURCE)  # type: ignore[arg-type]
+    assert o.status == DIVERGED and o.step == 0
+    assert o.field in ("full_available", "swa_available") and o.pool == o.model + CONFIGS[json.loads(SOURCE.read_text())["#meta"]["config"]].page_size  # type: ignore[union-attr]
+    rc, _out, err = _run(capsys, str(SOURCE))
+    assert rc == 1 and "diverged at step 0" in err and "model=" in err and "pool=" in err
+
+
+def test_mutant_without_pool_counterpart(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pool import mutants
+
+    walk = random_walk(CONFIGS["spec_topk"], PRESETS["current"].with_mutants(frozenset({"verify_keeps_rejected_page"})), 6, 1)
+    monkeypatch.setattr(mutants, "POOL_MUTANTS", {})
+    o = replay_trace(walk)
+    assert o.status == "not replayable" and "verify_keeps_rejected_page has no pool counterpart" in o.message
+
+
+@pytest.mark.parametrize("cfg", list(CONFIGS))
+@pytest.mark.parametrize("design", ["current", "v0.5.10.post1", "v0.5.12.post1"])
+def test_random_walks_refine(cfg: str, design: str) -> None:
+    """Long random runs of the model replay step by step on the pool (every field, every choice,
+    the tree counters and the busy check)."""
+    rng = random.Random(f"{cfg}/{design}")
+    checked = 0
+    for _ in range(8):
+        t = random_walk(CONFIGS[cfg], PRESETS[design], 14, rng.randrange(1 << 30))
+        o = replay_trace(t, file=f"walk {cfg} {design}")
+        assert o.ok, o.line()
+        checked += len(t.steps)
+    assert checked > 0
+
+
+def test_corrupt_is_not_divergence() -> None:
+    """A trace the model itself does not follow is bad input (exit 2), not a kvmc bug."""
+    t = random_walk(CONFIGS["small"], PRESETS["current"], 5, 3)
+    bad = t.steps[-1].state.set(full_available=t.steps[-1].state.full_available + 1)
+    t.steps[-1].state = bad
+    o = replay_trace(t)
+    assert o.status == ERROR and "full_available" in o.message

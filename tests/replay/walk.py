@@ -1,0 +1,79 @@
+"""Random walks through the model's concrete interpretation, as `Trace`s: long traces that
+exercise the pool far beyond the short counterexamples (used by tests and bench/replay.py).
+
+A step's choices come from a seeded RNG; a step whose choices break one of the model's
+assumptions (`Infeasible`: e.g. an eviction set that is not minimal) is retried with fresh
+choices, so every recorded step is one the model allows.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from checker.trace import Step, Trace
+from model.config import Config, concrete_params, enumerate_params
+from model.designs import Design
+from model.ops import Concrete, Infeasible
+from model.state import OOM_NONE
+from model.system import System
+
+
+class RandomOracle:
+    def __init__(self, rng: random.Random, p_true: float) -> None:
+        self.rng, self.p_true = rng, p_true
+
+    def pick_int(self, name: str, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+    def pick_bool(self, name: str) -> bool:
+        return self.rng.random() < self.p_true
+
+
+def pick_params(cfg: Config, rng: random.Random, wide: bool = True) -> Any:
+    """A random point of the config's symbolic bounds (`wide`) or of its explicit bounds."""
+    if not wide:
+        pts = list(enumerate_params(cfg))
+        return rng.choice(pts) if pts else concrete_params(cfg)
+    from model.config import PAGE_MULTIPLE, REQ_PARAMS, SCALAR_PARAMS, WARM_PARAMS
+
+    def draw(name: str) -> int:
+        lo, hi = cfg.bound(name)
+        step = cfg.page_size if name in PAGE_MULTIPLE else 1
+        return rng.choice(range(lo, hi + 1, step))
+
+    vals: dict[str, Any] = {n: draw(n) for n in SCALAR_PARAMS}
+    for n in REQ_PARAMS:
+        vals[n] = tuple(draw(n) for _ in range(cfg.num_reqs))
+    for n in WARM_PARAMS:
+        vals[n] = tuple(draw(n) for _ in range(cfg.warm_atoms))
+    return concrete_params(cfg, **vals)
+
+
+def random_walk(cfg: Config, design: Design, steps: int, seed: int, params: Any = None, tries: int = 60) -> Trace:
+    rng = random.Random(seed)
+    system = System(cfg, design)
+    for _ in range(500):
+        p = params if params is not None else pick_params(cfg, rng)
+        x = system.ctx(Concrete(), p)
+        if system.params_ok(x):
+            break
+    else:
+        raise ValueError(f"no parameter point of config {cfg.name} satisfies params_ok")
+    s = system.init(x)
+    out: list[Step] = []
+    for _t in range(steps):
+        if s.oom != OOM_NONE:
+            break
+        for _k in range(tries):
+            ops = Concrete(RandomOracle(rng, rng.choice((0.3, 0.5, 0.8))))
+            try:
+                s2 = system.step(system.ctx(ops, p), s)
+            except Infeasible:
+                continue
+            out.append(Step("event_loop_iteration", dict(ops.picks), s2))
+            s = s2
+            break
+        else:
+            break
+    return Trace(cfg, design, p, system.init(system.ctx(Concrete(), p)), out, None, "random-walk")
