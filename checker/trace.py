@@ -23,10 +23,20 @@ from model.system import System
 class TraceMismatch(Exception):
     """The concrete model does not follow a recorded trace."""
 
-    def __init__(self, step: int, field: str, recorded: Any, concrete: Any, why: str = "") -> None:
+    def __init__(self, step: int, field: str, recorded: Any, concrete: Any, why: str = "",
+                 recorded_state: State | None = None, concrete_state: State | None = None) -> None:
         self.step, self.field, self.recorded, self.concrete = step, field, recorded, concrete
+        self.recorded_state, self.concrete_state = recorded_state, concrete_state
         msg = why or f"diverged at step {step}: {field}: trace={recorded!r}, model={concrete!r}"
         super().__init__(msg)
+
+    def both_states(self) -> str:
+        """The recorded and the concrete state at the divergence, every differing field side by side."""
+        a, b = self.recorded_state, self.concrete_state
+        if a is None or b is None:
+            return str(self)
+        rows = [f"{f}: trace={getattr(a, f)!r} model={getattr(b, f)!r}" for f in FIELD_NAMES if getattr(a, f) != getattr(b, f)]
+        return f"{self}; state {self.step} differs in " + "; ".join(rows)
 
 
 @dataclass
@@ -104,7 +114,7 @@ def run_concrete(system: System, params: Params, actions: list[tuple[str, Any]],
     if expected is not None:
         d = first_difference(expected[0], s)
         if d:
-            raise TraceMismatch(0, d[0], d[1], d[2])
+            raise TraceMismatch(0, d[0], d[1], d[2], recorded_state=expected[0], concrete_state=s)
     states, picks = [s], []
     for t, (name, recorded) in enumerate(actions):
         oracle = oracle_for(t) if oracle_for is not None else DictOracle(recorded)
@@ -118,7 +128,7 @@ def run_concrete(system: System, params: Params, actions: list[tuple[str, Any]],
         if expected is not None:
             d = first_difference(expected[t + 1], s)
             if d:
-                raise TraceMismatch(t + 1, d[0], d[1], d[2])
+                raise TraceMismatch(t + 1, d[0], d[1], d[2], recorded_state=expected[t + 1], concrete_state=s)
         states.append(s)
         picks.append(dict(x.ops.picks))
     return states, picks

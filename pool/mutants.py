@@ -15,8 +15,6 @@ POOL_MUTANTS: dict[str, str] = {
     "(Scheduler._evict_swa): the out-of-window SWA slots stay mapped, owned by nobody",
     "finish_frees_overalloc_from_floor": "release_kv_cache frees the over-allocation from floor(C) "
     "(Scheduler.release_kv_cache): the unaligned tail page goes back to the free list twice",
-    "swa_budget_drops_page": "_swa_budget_for_req forgets the + page_size of allocator slack "
-    "(PrefillAdder._swa_budget_for_req)",
 }
 
 

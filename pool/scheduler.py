@@ -158,8 +158,6 @@ class PrefillAdder:
             budget = max(capped - W, 0) + min(extend + max_new, W) + ps
         else:
             budget = max(capped, W) + ps
-        if sch.mutant("swa_budget_drops_page"):
-            budget -= ps
         if sch.design.on("swa_hostload_budget") and swa_host_hit > 0:
             budget += ceil_page(swa_host_hit, ps)
         return budget

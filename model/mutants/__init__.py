@@ -8,6 +8,7 @@ turns one on; the engines then run the model with that transition replaced.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from types import ModuleType
@@ -15,12 +16,19 @@ from typing import Any, Callable
 
 
 def available() -> dict[str, ModuleType]:
-    out: dict[str, ModuleType] = {}
-    for info in pkgutil.iter_modules(__path__):
+    return dict(_scan())
+
+
+@functools.lru_cache(maxsize=1)
+def _scan() -> tuple[tuple[str, ModuleType], ...]:
+    # scanned once per process: every Ctx resolves its design's mutants, and the explicit and
+    # random engines build a Ctx per step
+    out = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        out[info.name] = importlib.import_module(f"{__name__}.{info.name}")
-    return out
+        out.append((info.name, importlib.import_module(f"{__name__}.{info.name}")))
+    return tuple(out)
 
 
 def resolve_overrides(design: Any) -> dict[str, Callable[..., Any]]:

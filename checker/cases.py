@@ -1,0 +1,121 @@
+"""The planted bugs (model/mutants/) and the known SGLang bugs, each with the bounded instance on
+which every engine is asked to find it: data shared by the quality tests (tests/quality/), the
+mutant table (docs/mutants.md, `python -m checker.cases --table`) and the engine benchmark
+(bench/engines.py).
+
+Each case pins a named config to a few parameter points (`checker/agreement.py::pinned`: the
+same points for z3 and for the explicit search) chosen from BMC's minimised counterexample on the
+config's full bounds, and states the depth of the shortest counterexample there. BMC and the
+explicit search must both report exactly that depth; the random engine must find it within its
+example budget at most `random_depth` steps long, or the case says why it is out of its reach.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.config import Config
+from model.designs import PRESETS, Design
+from specs.configs import CONFIGS
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # mutant name, or the fix whose absence is the known bug
+    config: str
+    prop: str
+    depth: int  # length of the shortest counterexample on the pinned instance
+    pins: dict[str, tuple[int, int]] = field(default_factory=dict)
+    random_examples: int = 300
+    random_depth: int = 0  # stateful_step_count for the random engine (0: depth + 2)
+    random_out_of_reach: str = ""  # why the random engine is not expected to find it (empty: it must)
+
+    def cfg(self) -> Config:
+        from checker.agreement import pinned
+
+        return pinned(CONFIGS[self.config], **self.pins)
+
+    def design(self) -> Design:
+        from model.mutants import available
+
+        if self.name in available():
+            return PRESETS["current"].with_mutants(frozenset({self.name}))
+        return PRESETS["current"].with_fix(self.name, None)
+
+    @property
+    def steps_for_random(self) -> int:
+        return self.random_depth or self.depth + 2
+
+
+_SMALL = dict(full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(1, 2), warm_len=(1, 1))
+_PAGED = dict(full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(1, 2), warm_len=(2, 2))
+_SWA = dict(full_tokens=(12, 12), swa_tokens=(8, 8), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
+            input_len=(3, 3), max_new_tokens=(2, 2))
+_SESS = dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2))
+
+MUTANT_CASES: list[Case] = [
+    Case("req_slot_not_taken", "small", "conservation", 1, _SMALL),
+    Case("unfinished_keeps_protected_len", "small", "conservation", 1, _SMALL),
+    Case("dec_lock_ref_forgets_evictable", "small", "well_formed", 1, _SMALL),
+    Case("prefill_budget_forgets_extend", "small", "no_prefill_oom", 1,
+         dict(full_tokens=(9, 9), input_len=(4, 6), max_new_tokens=(1, 1), warm_len=(0, 0), max_prefill_tokens=(11, 11))),
+    Case("evict_keeps_nodes", "small", "conservation", 2,
+         dict(full_tokens=(7, 7), input_len=(4, 4), max_new_tokens=(1, 1), warm_len=(0, 0), req_pool_size=(1, 1),
+              max_prefill_tokens=(4, 4))),
+    Case("session_slot_counted_after_release", "sessions", "conservation", 2, _SESS),
+    Case("save_from_req_forgets_protected", "sessions", "conservation", 2, _SESS),
+    Case("retract_forgets_free", "sessions", "conservation", 3, _SESS),
+    Case("finished_tail_freed_twice", "paged", "conservation", 1, _PAGED),
+    Case("finish_frees_overalloc_from_floor", "paged", "conservation", 1, _PAGED),
+    Case("alloc_decode_page_off_by_one", "paged", "conservation", 2, _PAGED),
+    Case("swa_alloc_skips_swa_pool", "hybrid_swa", "conservation", 1, _SWA),
+    Case("evict_swa_ignores_protected", "hybrid_swa", "conservation", 2, _SWA),
+    Case("evict_ignores_swa_shortfall", "hybrid_swa", "no_prefill_oom", 3,
+         dict(input_len=(3, 6), max_new_tokens=(1, 1))),
+    Case("chunked_req_ignores_rem_swa", "hybrid_swa", "no_prefill_oom", 2,
+         dict(full_tokens=(9, 9), swa_tokens=(5, 5), sliding_window_size=(1, 1), chunked_prefill_size=(3, 3),
+              max_prefill_tokens=(8, 8), input_len=(1, 6), max_new_tokens=(1, 1))),
+    Case("decode_mem_checks_full_pool_only", "hybrid_swa", "no_decode_oom", 3,
+         dict(full_tokens=(16, 16), swa_tokens=(5, 5), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
+              input_len=(1, 1), max_new_tokens=(3, 3))),
+    Case("evict_swa_skips_free_swa", "hybrid_swa", "conservation", 5,
+         dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
+              input_len=(2, 2), max_new_tokens=(6, 6), req_pool_size=(1, 1))),
+    Case("insert_ignores_swa_evicted", "hybrid_swa", "conservation", 5,
+         dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
+              input_len=(2, 2), max_new_tokens=(5, 5), req_pool_size=(1, 1))),
+    Case("load_back_skips_swa_alloc", "hybrid_swa_hicache", "conservation", 1,
+         dict(input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 1), warm_host=(1, 1))),
+    Case("verify_keeps_rejected_page", "spec_topk", "conservation", 2,
+         dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4))),
+]
+
+
+def case(name: str) -> Case:
+    for c in MUTANT_CASES:
+        if c.name == name:
+            return c
+    raise KeyError(f"no quality case for {name!r}; expected one of {[c.name for c in MUTANT_CASES]}")
+
+
+def run_case(c: Case, engine: str, **kw: Any) -> Any:
+    """One engine on one case: the `bmc.Result` of the case's property."""
+    from model.system import System
+
+    cfg, design = c.cfg(), c.design()
+    system = System(cfg, design)
+    if engine == "bmc":
+        from checker.bmc import BMC
+
+        return BMC(system, [c.prop], **kw).run(c.depth, stop_on_violation=True)[c.prop]
+    if engine == "explicit":
+        from checker.explicit import Explorer
+
+        return Explorer(system, [c.prop], **kw).run(c.depth, keep_going=False).results[c.prop]
+    if engine == "random":
+        from checker.random_engine import check_config
+
+        rep = check_config(design, cfg, [c.prop], c.steps_for_random, examples=kw.get("examples", c.random_examples))
+        return rep.results[c.prop]
+    raise KeyError(f"unknown engine {engine!r}; expected bmc, explicit or random")

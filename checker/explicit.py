@@ -1,0 +1,364 @@
+"""Explicit-state engine: breadth-first search over the concrete interpretation of the model.
+
+The bounded config's parameters are enumerated (`model.config.enumerate_params`, i.e. the points
+of `Config.explicit_bounds`; those failing `params_ok` are dropped), and from each point's initial
+state the search expands, level by level, every successor of every state. A state's successors
+are all the outcomes of the one action `event_loop_iteration` under every sequence of answers to
+its named choices: `EnumeratingOracle` walks that choice tree depth-first (answer the forced
+prefix, then the smallest value; after the run, advance the last choice point that has a larger
+value left and re-run), so the successor order is deterministic and a trace can be replayed by
+index. A run that hits `Infeasible` is a branch that does not exist.
+
+Nodes of the `networkx.DiGraph` are integers; node attributes hold the parameter point index, the
+state, its BFS depth. A node is the pair (parameter point, state): the same state under different
+pool sizes is a different node. Since the search is breadth-first over all points at once, the
+first level holding a violating state is the length of the shortest counterexample, the same
+length BMC reports (bmc.py asks depth t only after every smaller depth was unsat). Among the
+violating states of that level the one with the smallest pools, then lengths, then knobs is
+reported (BMC's minimisation order), and its path is the graph's shortest path from its root.
+
+Verdicts are BMC's: violated at depth d; holds to depth k when the property's reachability
+witness was met; vacuous when it never was; unknown when the state cap or the time limit stopped
+the search first. A search whose frontier empties before the requested depth has explored every
+reachable state of the explicit bounds: the result says so in `meta["exhausted_at"]`, but the
+verdict stays `holds to depth k` (the explicit bounds are narrower than the config's).
+
+This engine models nothing itself; it drives model/system.py. SGLang commit: model/designs.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import networkx as nx
+
+from model.config import Config, Params, enumerate_params
+from model.designs import Design
+from model.ops import Concrete, Infeasible
+from model.state import OOM_NONE, State
+from model.system import System
+from specs.properties import PROPERTIES, Property
+
+from .bmc import Result
+from .trace import Step, Trace, run_concrete
+from .verdict import Verdict
+
+DEFAULT_MAX_STATES = 400_000
+
+
+class EnumeratingOracle:
+    """Answers a concrete run's choices from a forced prefix, then with the smallest value, and
+    records every choice point (value, largest value) so the caller can advance to the next run."""
+
+    def __init__(self, prefix: list[Any]) -> None:
+        self.prefix = prefix
+        self.trail: list[tuple[Any, Any]] = []  # (answer, hi); hi is True for a boolean choice
+
+    def _answer(self, default: Any, hi: Any) -> Any:
+        i = len(self.trail)
+        v = self.prefix[i] if i < len(self.prefix) else default
+        self.trail.append((v, hi))
+        return v
+
+    def pick_int(self, name: str, lo: int, hi: int) -> int:
+        return int(self._answer(lo, hi))
+
+    def pick_bool(self, name: str) -> bool:
+        return bool(self._answer(False, True))
+
+    def next_prefix(self) -> list[Any] | None:
+        """The forced prefix of the next run in depth-first order, or None when the tree is done."""
+        trail = list(self.trail)
+        while trail:
+            v, hi = trail[-1]
+            if hi is True:
+                if not v:
+                    trail[-1] = (True, hi)
+                    return [a for a, _ in trail]
+            elif v < hi:
+                trail[-1] = (v + 1, hi)
+                return [a for a, _ in trail]
+            trail.pop()
+        return None
+
+
+def successors(system: System, params: Params, s: State, action: str = "event_loop_iteration") -> Iterator[tuple[dict[str, Any], State]]:
+    """Every (choices, next state) of one action from `s`, in the deterministic depth-first order of
+    the choice tree. Equal next states reached by different choices are all yielded."""
+    prefix: list[Any] | None = []
+    while prefix is not None:
+        oracle = EnumeratingOracle(prefix)
+        x = system.ctx(Concrete(oracle), params)
+        try:
+            nxt = system.step(x, s, action)
+        except Infeasible:
+            pass
+        else:
+            yield dict(x.ops.picks), nxt
+        prefix = oracle.next_prefix()
+
+
+def param_points(system: System) -> list[Params]:
+    """The parameter points of the config's explicit bounds that satisfy `params_ok`."""
+    out = []
+    for p in enumerate_params(system.cfg, explicit=True):
+        if system.params_ok(system.ctx(Concrete(), p)):
+            out.append(p)
+    return out
+
+
+def readable_key(p: Params) -> tuple[int, int, int]:
+    """BMC's minimisation order: pools, then lengths, then knobs (smaller reads better)."""
+    pools = p.full_tokens + p.swa_tokens + sum(p.warm_len) + p.req_pool_size
+    lengths = sum(p.input_len) + sum(p.max_new_tokens)
+    knobs = p.sliding_window_size + p.chunked_prefill_size + p.max_prefill_tokens
+    return pools, lengths, knobs
+
+
+class StateCapExceeded(RuntimeError):
+    """The reachable graph grew past the state cap."""
+
+
+@dataclass
+class Search:
+    """The outcome of one breadth-first search."""
+
+    graph: nx.DiGraph
+    points: list[Params]
+    results: dict[str, Result]
+    depth_reached: int
+    distinct_states: int
+    transitions: int
+    exhausted_at: int | None
+    stopped: str = ""  # why the search stopped before the requested depth (cap, time), if it did
+    violating: dict[str, list[int]] = field(default_factory=dict)  # property -> nodes violating it
+
+
+class Explorer:
+    """BFS over (parameter point, state) for one system; see the module docstring."""
+
+    def __init__(self, system: System, props: list[str] | None = None, points: list[Params] | None = None,
+                 max_states: int = DEFAULT_MAX_STATES, time_limit_s: float = 0.0, minimize: bool = True,
+                 mark_all: bool = False) -> None:
+        self.system = system
+        self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
+        self.points = points if points is not None else param_points(system)
+        self.max_states = max_states
+        self.time_limit_s = time_limit_s
+        self.minimize = minimize
+        self.mark_all = mark_all  # keep expanding past violations and record every violating node (graph export)
+
+    def _eval(self, fn: Any, p: Params, s: State) -> bool:
+        return bool(fn(self.system.ctx(Concrete(), p), s))
+
+    def run(self, max_depth: int, keep_going: bool = True, progress: Any = None) -> Search:
+        t0 = time.perf_counter()
+        g = nx.DiGraph()
+        ids: dict[tuple[int, State], int] = {}
+        roots: list[int] = []
+
+        def node(pi: int, s: State, depth: int) -> tuple[int, bool]:
+            key = (pi, s)
+            n = ids.get(key)
+            if n is not None:
+                return n, False
+            n = len(ids)
+            ids[key] = n
+            g.add_node(n, point=pi, state=s, depth=depth)
+            return n, True
+
+        open_props = list(self.props)
+        results: dict[str, Result] = {}
+        witness: dict[str, int | None] = {p.name: None for p in self.props}
+        violating: dict[str, list[int]] = {p.name: [] for p in self.props}
+        frontier: list[int] = []
+        for pi, p in enumerate(self.points):
+            s0 = self.system.init(self.system.ctx(Concrete(), p))
+            n, _ = node(pi, s0, 0)
+            roots.append(n)
+            frontier.append(n)
+        transitions = 0
+        reached = 0
+        stopped = ""
+        exhausted_at: int | None = None
+        depth = 0
+        while True:
+            # check the level
+            for prop in list(self.props):
+                bad: list[int] = []
+                check = prop in open_props or self.mark_all
+                if not check and witness[prop.name] is not None:
+                    continue
+                for n in frontier:
+                    d = g.nodes[n]
+                    p = self.points[d["point"]]
+                    if check and not self._eval(prop.holds, p, d["state"]):
+                        bad.append(n)
+                    elif witness[prop.name] is None and self._eval(prop.witness, p, d["state"]):
+                        witness[prop.name] = depth
+                violating[prop.name].extend(bad)
+                if bad and prop in open_props:
+                    open_props.remove(prop)
+                    target = min(bad, key=lambda n: (readable_key(self.points[g.nodes[n]["point"]]), n)) if self.minimize else bad[0]
+                    trace = self._trace(g, roots, target, prop.name)
+                    results[prop.name] = Result(prop.name, Verdict.VIOLATED, depth, trace, witness[prop.name],
+                                                seconds=time.perf_counter() - t0)
+            reached = depth
+            status = {p.name: (f"violated@{results[p.name].depth}" if p.name in results else "open") for p in self.props}
+            if progress:
+                progress(depth, time.perf_counter() - t0, status)
+            if not frontier:  # every reachable state was seen: deeper levels hold nothing new
+                exhausted_at = max(depth - 1, 0)
+                reached = max(max_depth, reached)
+                break
+            if depth >= max_depth or (not open_props and not self.mark_all):
+                break
+            if not keep_going and results:
+                stopped = "first violation"
+                break
+            # expand the level
+            nxt: list[int] = []
+            for n in frontier:
+                d = g.nodes[n]
+                s, pi = d["state"], d["point"]
+                x = self.system.ctx(Concrete(), self.points[pi])
+                if self.system.enabled(x, s) is False or s.oom != OOM_NONE:
+                    continue
+                for idx, (picks, s2) in enumerate(successors(self.system, self.points[pi], s)):
+                    transitions += 1
+                    m, new = node(pi, s2, depth + 1)
+                    if not g.has_edge(n, m):
+                        g.add_edge(n, m, picks=picks, index=idx)
+                    if new:
+                        nxt.append(m)
+                if len(ids) > self.max_states:
+                    stopped = f"state cap: more than {self.max_states} states by depth {depth + 1}"
+                    break
+                if self.time_limit_s and time.perf_counter() - t0 > self.time_limit_s:
+                    stopped = f"time limit: {self.time_limit_s:.0f}s spent by depth {depth + 1}"
+                    break
+            if stopped:
+                break
+            frontier = nxt
+            depth += 1
+        incomplete = stopped and stopped != "first violation"
+        for prop in self.props:
+            if prop.name in results:
+                continue
+            if incomplete:
+                results[prop.name] = Result(prop.name, Verdict.UNKNOWN, reached, None, witness[prop.name],
+                                            reason=f"search stopped at depth {reached} ({stopped})")
+            elif witness[prop.name] is not None:
+                results[prop.name] = Result(prop.name, Verdict.HOLDS_TO_DEPTH, reached, None, witness[prop.name])
+            elif stopped == "first violation":
+                results[prop.name] = Result(prop.name, Verdict.UNKNOWN, reached, None, None,
+                                            reason=f"not checked past depth {reached}: stopped at the first violation")
+            else:
+                results[prop.name] = Result(prop.name, Verdict.VACUOUS, reached, None, None)
+        elapsed = time.perf_counter() - t0
+        for r in results.values():
+            r.seconds = r.seconds or elapsed
+            r.meta.update(engine="explicit", distinct_states=len(ids), transitions=transitions,
+                          parameter_points=len(self.points), exhausted_at=exhausted_at)
+            if r.witness_depth is None and r.verdict is not Verdict.VIOLATED:
+                r.witness_depth = witness[r.property]
+        ordered = {p.name: results[p.name] for p in self.props}
+        return Search(g, self.points, ordered, reached, len(ids), transitions, exhausted_at, stopped,
+                      {k: v for k, v in violating.items() if v})
+
+    def _trace(self, g: nx.DiGraph, roots: list[int], target: int, prop: str) -> Trace:
+        pi = g.nodes[target]["point"]
+        path = nx.shortest_path(g, roots[pi], target)
+        params = self.points[pi]
+        edges = [g.edges[a, b] for a, b in zip(path, path[1:])]
+        expected = [g.nodes[n]["state"] for n in path]
+        # the same concrete re-run every engine's trace goes through (checker/trace.py)
+        states, picks = run_concrete(self.system, params, [("event_loop_iteration", e["picks"]) for e in edges],
+                                     expected=expected)
+        steps = [Step("event_loop_iteration", picks[t], states[t + 1]) for t in range(len(edges))]
+        tr = Trace(self.system.cfg, self.system.design, params, states[0], steps, prop, "explicit")
+        tr.meta["successor_index"] = [e["index"] for e in edges]
+        return tr
+
+
+def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
+                 timeout_ms: int = 0, progress: Any = None, minimize: bool = True,
+                 keep_going: bool = True, max_states: int = DEFAULT_MAX_STATES) -> Any:
+    """`checker/run.py::check_config` for the explicit engine (`prove` has no effect: an explicit
+    search is bounded; `timeout_ms` limits the whole search)."""
+    from .run import ConfigReport
+
+    t0 = time.perf_counter()
+    system = System(cfg, design)
+    ex = Explorer(system, props, max_states=max_states, time_limit_s=timeout_ms / 1000.0, minimize=minimize)
+    search = ex.run(depth, keep_going=keep_going,
+                    progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None)
+    # the search statistics are in every result's meta (distinct_states, transitions, ...); the
+    # ConfigReport's `proof` stays empty: an explicit search proves nothing beyond its bound
+    return ConfigReport(cfg.name, search.results, time.perf_counter() - t0, {})
+
+
+# -- graphviz export ---------------------------------------------------------------------------
+def _label(s: State, cfg: Config) -> str:
+    R = cfg.num_reqs
+    from model.state import STATUS_NAMES
+
+    reqs = " ".join(f"r{r}:{STATUS_NAMES[s.status[r]][0]}{s.kv_committed_len[r]}/{s.kv_allocated_len[r]}" for r in range(R))
+    pools = f"F{s.full_available}" + (f" S{s.swa_available}" if cfg.hybrid_swa else "")
+    return f"{pools}\\n{reqs}"
+
+
+def to_dot(search: Search, cfg: Config, design: Design) -> str:
+    """The reachable graph in graphviz DOT: violating states filled red and labelled with the
+    property, initial states as boxes, edges labelled with the successor index."""
+    bad: dict[int, list[str]] = {}
+    for prop, nodes in search.violating.items():
+        for n in nodes:
+            bad.setdefault(n, []).append(prop)
+    lines = [f'digraph "kvmc {design.name} {cfg.name}" {{', "  node [fontsize=9, shape=ellipse];"]
+    g = search.graph
+    for n, d in g.nodes(data=True):
+        attrs = [f'label="p{d["point"]} d{d["depth"]}\\n{_label(d["state"], cfg)}' +
+                 (f'\\n{", ".join(bad[n])}' if n in bad else "") + '"']
+        if d["depth"] == 0:
+            attrs.append("shape=box")
+        if n in bad:
+            attrs.append('style=filled, fillcolor="#f4a6a6"')
+        lines.append(f"  {n} [{', '.join(attrs)}];")
+    for a, b, e in g.edges(data=True):
+        lines.append(f'  {a} -> {b} [label="{e["index"]}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+DEFAULT_GRAPH_CAP = 2_000
+
+
+def export_graph(design: Design, cfg: Config, props: list[str], depth: int, out: str, max_states: int = DEFAULT_GRAPH_CAP) -> Search:
+    """Explore to `depth` and write the reachable graph as DOT to `out` (atomically). Raises
+    `StateCapExceeded` (nothing written) when the graph has more than `max_states` states."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    system = System(cfg, design)
+    search = Explorer(system, props, max_states=max_states, mark_all=True).run(depth, keep_going=True)
+    if search.stopped:
+        raise StateCapExceeded(
+            f"the reachable graph of config {cfg.name!r} has more than max_states={max_states} states by depth "
+            f"{search.depth_reached + 1} ({len(search.points)} parameter points); nothing written. Lower --depth "
+            f"(the graph to depth {search.depth_reached} fits) or raise --max-states"
+        )
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".kvmc-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(to_dot(search, cfg, design))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return search

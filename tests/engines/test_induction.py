@@ -1,0 +1,95 @@
+"""The k-induction engine (checker/induction.py): proofs with unbounded parameters, counterexamples
+to induction, and lemmas that make a property provable.
+
+Planted here (beside the test, never registered for real runs): the property `output_bounded`
+("no request has more output tokens than max_new_tokens") is true but not inductive on its own: a
+running request with output_len == max_new_tokens satisfies it and one decode step breaks it. The
+lemma `unfinished_below_max` ("a request that has not finished has output_len < max_new_tokens")
+rules that state out; with it, the pair is 1-inductive.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import model.system  # noqa: F401
+from checker.induction import KInduction, check_config, write_ctis
+from checker.run import Report
+from checker.verdict import Verdict
+from model.designs import PRESETS
+from model.state import FINISHED, State
+from model.system import System
+from model.transition import Ctx
+from specs import lemmas as lemmas_mod
+from specs import properties as props_mod
+from specs.configs import CONFIGS
+
+
+def _output_bounded(x: Ctx, s: State) -> Any:
+    return x.and_(*[s.output_len[r] <= x.p.max_new_tokens[r] for r in range(x.cfg.num_reqs)])
+
+
+def _unfinished_below_max(x: Ctx, s: State) -> Any:
+    return x.and_(*[x.implies(s.status[r] != FINISHED, s.output_len[r] < x.p.max_new_tokens[r])
+                    for r in range(x.cfg.num_reqs)])
+
+
+@pytest.fixture
+def planted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(props_mod.PROPERTIES, "output_bounded", props_mod.Property(
+        "output_bounded", "planted: no request has more output tokens than max_new_tokens", _output_bounded,
+        lambda x, s: s.status[0] == FINISHED, "request 0 finished"))
+    monkeypatch.setitem(lemmas_mod.LEMMAS, "unfinished_below_max", lemmas_mod.Lemma(
+        "unfinished_below_max", "planted: an unfinished request has output_len < max_new_tokens", _unfinished_below_max))
+
+
+def test_planted_property_needs_its_lemma(planted: None) -> None:
+    sysm = System(CONFIGS["small"], PRESETS["current"])
+    without = KInduction(sysm, ["output_bounded"], lemmas=[]).step_case(1)
+    assert not without.closed and not without.unknown
+    assert without.failed == ["output_bounded"]
+    # the CTI: a state where the property holds and one iteration later it does not
+    cti = without.cti
+    assert cti is not None and cti.depth == 1
+    before, after = cti.states
+    p = cti.params
+    assert all(before.output_len[r] <= p.max_new_tokens[r] for r in range(2))
+    assert any(after.output_len[r] > p.max_new_tokens[r] for r in range(2))
+    # the missing lemma is false in that state
+    assert any(before.status[r] != FINISHED and before.output_len[r] >= p.max_new_tokens[r] for r in range(2))
+    with_lemma = KInduction(sysm, ["output_bounded"], lemmas=["unfinished_below_max"]).step_case(1)
+    assert with_lemma.closed, with_lemma.failed
+
+
+def test_engine_proves_with_lemma_and_writes_cti_without(planted: None, tmp_path: Any) -> None:
+    cfg = CONFIGS["small"]
+    design = PRESETS["current"]
+    rep = check_config(design, cfg, ["output_bounded"], 2, lemmas=["unfinished_below_max"])
+    r = rep.results["output_bounded"]
+    assert r.verdict is Verdict.PROVED and r.depth == 1, r.words()
+    assert r.meta["lemmas"] == ["unfinished_below_max"]
+
+    rep = check_config(design, cfg, ["output_bounded"], 2, lemmas=[])
+    r = rep.results["output_bounded"]
+    assert r.verdict is Verdict.HOLDS_TO_DEPTH, r.words()  # base case holds; the step case does not close
+    assert [a["k"] for a in rep.proof["attempts"]] == [1, 2]
+    assert "induction did not close" in r.reason
+    written = write_ctis(Report(design, [rep], 2, 0.0), tmp_path)
+    path = written[("small", "output_bounded")]
+    assert path.endswith("output_bounded.cti.itf.json")
+    data = json.loads(open(path).read())
+    assert data["#meta"]["verdict"] == "counterexample to induction"
+    assert data["#meta"]["failing_after_step"] == ["output_bounded"]
+    assert len(data["states"]) == data["#meta"]["k"] + 1
+
+
+def test_a_lemma_false_in_the_base_case_is_not_assumed(monkeypatch: pytest.MonkeyPatch, planted: None) -> None:
+    # a false "lemma" (no request ever finishes) would make anything provable if it were assumed
+    monkeypatch.setitem(lemmas_mod.LEMMAS, "never_finishes", lemmas_mod.Lemma(
+        "never_finishes", "planted false lemma", lambda x, s: x.and_(*[s.status[r] != FINISHED for r in range(x.cfg.num_reqs)])))
+    rep = check_config(PRESETS["current"], CONFIGS["small"], ["output_bounded"], 2, lemmas=["never_finishes"])
+    assert rep.results["output_bounded"].verdict is not Verdict.PROVED
+    assert all("never_finishes" in a["lemmas_failed_base"] for a in rep.proof["attempts"])

@@ -1,0 +1,172 @@
+"""`kvmc review` (checker/review.py): base vs head, fix flags, transition-override files, git
+revisions, output formats, and `kvmc check --jobs` (checker/parallel.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checker.cli import main
+
+LEAKY_FREE = '''"""Planted: every free of full-pool tokens loses one slot."""
+from model import allocator
+
+REPLACES = "free"
+
+
+def replacement(x, s, full, swa=0):
+    leak = x.ite(full > 0, 1, 0)
+    return allocator.free.original(x, s, full - leak, swa)
+'''
+
+
+def _review(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["review", "--no-prove", "--jobs", "1", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# -- transition-override files --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "source, line, words",
+    [
+        ('REPLACES = "free"\ndef replacement(x, s, full, swa=0)\n    return s\n', 2, "syntax error"),
+        ('REPLACES = "free"\n\n\ndef replacement(x, s, full):\n    return s\n', 4, "does not match transition free(x, s, full, swa)"),
+        ('"""doc"""\nREPLACES = "fre"\ndef replacement(x, s, full, swa=0):\n    return s\n', 2, "unknown transition 'fre'"),
+    ],
+    ids=["syntax", "signature", "unknown-transition"],
+)
+def test_bad_patch_file_is_one_line_naming_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          source: str, line: int, words: str) -> None:
+    f = tmp_path / "patch.py"
+    f.write_text(source)
+    rc, out, err = _review(capsys, "--head-patch", str(f), "--config", "small", "--property", "conservation", "--depth", "1")
+    assert rc == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert f"{f}:{line}:" in lines[0] and words in lines[0], lines[0]
+
+
+def test_patch_file_overrides_a_transition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "leaky_free.py"
+    f.write_text(LEAKY_FREE)
+    rc, out, err = _review(capsys, "--head-patch", str(f), "--config", "small", "--property", "conservation",
+                           "--depth", "2", "--format", "json", "--out", str(tmp_path / "cx"))
+    assert rc == 1, err
+    data = json.loads(out)
+    rows = {r["property"]: r for r in data["properties"]}
+    assert rows["conservation"]["change"] == "newly broken"
+    assert rows["conservation"]["base"]["verdict"] == "holds to depth"
+    assert data["head"] == "current+leaky_free"
+    cx = rows["conservation"]["head"]["configs"]["small"]["counterexample"]
+    assert Path(cx).exists() and json.loads(Path(cx).read_text())["#meta"]["property"] == "conservation"
+
+
+# -- the six known fixes ----------------------------------------------------------------------------------
+# (fix, config where the bug shows, property it breaks, depth that reaches it, extra options for both sides)
+KNOWN = [
+    ("chunked_swa_page_reserve", "hybrid_swa", "no_prefill_oom", 3, []),
+    ("swa_hostload_budget", "hybrid_swa_hicache", "no_prefill_oom", 1, []),
+    ("session_active", "sessions", "busy_check_sound", 3, []),
+    ("retract_tail_free", "sessions", "conservation", 3, []),
+    ("swa_busy_check", "hybrid_swa", "busy_check_sound", 1, []),
+    ("spec_topk_busy_check", "spec_topk", "busy_check_complete", 2, ["--mutant", "verify_keeps_rejected_page"]),
+]
+
+
+@pytest.mark.parametrize("fix, config, prop, depth, extra", KNOWN, ids=[k[0] for k in KNOWN])
+def test_review_each_known_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str], fix: str, config: str, prop: str,
+                               depth: int, extra: list[str]) -> None:
+    common = ["--config", config, "--property", prop, "--property", "no_decode_oom", "--depth", str(depth),
+              "--no-minimize", "--format", "json", "--out", str(tmp_path), "--jobs", "2", *extra]
+    rc, out, err = _review(capsys, "--base", "current", "--head", "current", "--without", fix, *common)
+    assert rc == 1, err
+    data = json.loads(out)
+    changes = {r["property"]: r["change"] for r in data["properties"]}
+    assert changes == {prop: "newly broken", "no_decode_oom": "unchanged"}, changes
+    row = next(r for r in data["properties"] if r["property"] == prop)
+    cx = row["head"]["configs"][config]["counterexample"]
+    assert Path(cx).exists()
+    # reversed: the fix fixes exactly that property (both sides are reused from the run above)
+    rc, out, err = _review(capsys, "--base", "current", "--base-without", fix, "--head", "current", *common)
+    assert rc == 0, err
+    changes = {r["property"]: r["change"] for r in json.loads(out)["properties"]}
+    assert changes == {prop: "fixed", "no_decode_oom": "unchanged"}, changes
+
+
+# -- formats ------------------------------------------------------------------------------------------------
+def test_markdown_and_junit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "leaky_free.py"
+    f.write_text(LEAKY_FREE)
+    junit = tmp_path / "ci" / "review.xml"
+    rc, out, err = _review(capsys, "--head-patch", str(f), "--config", "small", "--property", "conservation",
+                           "--depth", "2", "--format", "markdown", "--junit", str(junit),
+                           "--out", str(tmp_path / "cx"))
+    assert rc == 1, err
+    assert "| property | base | head | change | proof |" in out
+    assert "| `conservation` |" in out and "**newly broken**" in out
+    assert "<details>" in out and "```" in out
+    suite = ET.parse(junit).getroot()
+    assert suite.tag == "testsuite" and suite.get("tests") == "1" and suite.get("failures") == "1"
+    failing = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failing == ["conservation"]
+
+
+def test_text_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "leaky_free.py"
+    f.write_text(LEAKY_FREE)
+    rc, out, err = _review(capsys, "--base-patch", str(f), "--config", "small", "--property", "conservation",
+                           "--depth", "2", "--out", str(tmp_path / "cx"))
+    assert rc == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("property"))
+    assert header.split() == ["property", "base", "head", "change", "proof"]
+    row = next(line for line in out.splitlines() if line.startswith("conservation"))
+    assert "violated at depth" in row and "FIXED" in row
+
+
+def test_bad_review_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--head", "nope"], ["--without", "nofix"], ["--format", "html"], ["--jobs", "0"], ["--depth", "0"],
+                 ["--head-patch", "x.txt"], ["--config", "nocfg"]):
+        rc, out, err = _review(capsys, *argv)
+        assert rc == 2, argv
+        assert len(err.strip().splitlines()) == 1 and err.startswith("kvmc: error:"), (argv, err)
+
+
+# -- git revisions ----------------------------------------------------------------------------------------
+def _git(*args: str) -> str:
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_review_two_git_revisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        head = _git("rev-parse", "HEAD")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pytest.skip("not a git checkout")
+    rc, out, err = _review(capsys, "--base-rev", head, "--head-rev", head, "--config", "small", "--property", "no_prefill_oom",
+                           "--depth", "1", "--format", "json", "--out", str(tmp_path))
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["base"].endswith(f"@{head}") and data["head"].endswith(f"@{head}")
+    assert [r["change"] for r in data["properties"]] == ["unchanged"]
+    assert data["properties"][0]["head"]["verdict"] == "holds to depth"
+
+    rc, out, err = _review(capsys, "--base-rev", "no-such-revision-xyz", "--config", "small", "--depth", "1")
+    assert rc == 2 and "no-such-revision-xyz" in err and len(err.strip().splitlines()) == 1
+
+
+# -- parallel check -----------------------------------------------------------------------------------------
+def test_check_jobs_combined_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["check", "--jobs", "2", "--config", "small", "--config", "sessions", "--property", "no_prefill_oom",
+               "--depth", "1", "--no-prove", "--json", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    data = json.loads(out)
+    assert sorted(c["config"] for c in data["checks"]) == ["sessions", "small"]
+    assert all(c["results"]["no_prefill_oom"]["verdict"] == "holds to depth" for c in data["checks"])
