@@ -1,0 +1,1 @@
+"""kvmc benchmarks: `python -m bench` (see bench/__main__.py)."""

@@ -1,0 +1,70 @@
+"""The benchmark harness (`python -m bench`): discovery, the Markdown table, the plot, a failing
+module reported rather than fatal, and the pool-size scaling of a config. No timing is asserted."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+from bench import __main__ as harness
+from bench._bmc_worker import scaled
+from specs.configs import CONFIGS
+
+from .test_reports import png_size
+
+
+def test_discovers_modules_but_not_private_helpers() -> None:
+    names = harness.discover()
+    assert "bmc" in names
+    assert "_bmc_worker" not in names and "__main__" not in names
+
+
+def test_table_and_plot(tmp_path: Path) -> None:
+    rows = [{"case": "a|b", "seconds": 1.23456, "ok": True},
+            {"case": "c", "ratio": 3.0, "ok": False},
+            {"chart": "speed", "series": "incremental", "x": 5, "y": 1.0},
+            {"chart": "speed", "series": "incremental", "x": 10, "y": 2.0},
+            {"chart": "bugs", "series": "cold", "x": "swa_busy_check", "y": 0.5}]
+    md = harness.table(rows).splitlines()
+    assert md[0] == "| case | seconds | ok | ratio |"
+    assert md[2] == "| a\\|b | 1.23 | yes |  |" and md[3] == "| c |  | **no** | 3 |"
+    out = tmp_path / "r.png"
+    assert harness.plot({"m": rows}, out)
+    w, h = png_size(out.read_bytes())
+    assert w > 500 and h > 300
+    assert not harness.plot({"m": rows[:2]}, tmp_path / "none.png")
+
+
+def test_failing_module_becomes_an_error_row(monkeypatch) -> None:
+    mod = types.ModuleType("bench._boom")
+
+    def run() -> list:
+        raise RuntimeError("no such engine")
+
+    mod.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "bench._boom", mod)
+    rows, summary, _ = harness.run_module("_boom", quick=True)
+    assert len(rows) == 1 and "RuntimeError: no such engine" in rows[0]["error"]
+
+
+def test_scaled_config_reaches_the_pool_size() -> None:
+    base = CONFIGS["hybrid_swa"]
+    for n in (10**2, 10**7):
+        c = scaled(base, n)
+        assert c.bound("full_tokens") == (base.bound("full_tokens")[0], n)
+        assert c.bound("swa_tokens")[1] == n
+        assert c.bound("input_len")[1] > base.bound("input_len")[1]
+        assert c.num_reqs == base.num_reqs and c.hybrid_swa
+
+
+def test_render_keeps_every_module_section(tmp_path: Path) -> None:
+    import json
+
+    sec = {"when": "now", "machine": "m", "quick": True, "seconds": 1.0}
+    sections = {"bmc": {**sec, "rows": [{"case": "a", "s": 1.0}], "summary": "- bmc line"},
+                "replay": {**sec, "rows": [{"case": "b", "steps_per_s": 9000.0}], "summary": ""}}
+    harness.render(sections, tmp_path)
+    md = (tmp_path / "results.md").read_text()
+    assert "## bmc" in md and "## replay" in md and "- bmc line" in md and "| b | 9,000 |" in md
+    assert set(json.loads((tmp_path / "results.json").read_text())) == {"bmc", "replay"}
