@@ -49,10 +49,12 @@ def _tie(name: str, term: Any, old: Any, cons: list[Any], boolean: bool) -> Any:
 class Unrolling:
     """States 0..k of the system as z3 terms, with the constraints that tie them together."""
 
-    def __init__(self, system: System) -> None:
+    def __init__(self, system: System, params: tuple[Params, list[Any]] | None = None) -> None:
+        """`params`: (Params, their constraints) to use instead of the config's bounded ones (the
+        induction engine's base case runs with unbounded parameters)."""
         self.system = system
         self.cfg = system.cfg
-        self.params, self.param_cons = symbolic_params(self.cfg, z3)
+        self.params, self.param_cons = params if params is not None else symbolic_params(self.cfg, z3)
         x0 = self.ctx(0)
         self.init_cons: list[Any] = list(self.param_cons)
         ok = system.params_ok(x0)

@@ -1,37 +1,52 @@
 """k-induction over the model, with named lemmas (pySMT's `get_k_induction`, mypyvy's
-per-invariant checks).
+per-invariant checks, Houdini's pruning), the `--engine induction` of `kvmc check`.
 
-Base case: bounded model checking to depth k (checker/bmc.py). Step case: from *any* k
-consecutive states (not only reachable ones) in which the property and every lemma hold, with
-enabled transitions between them, the property and every lemma hold in the next state. The step
-case runs with the pool sizes, the window, the chunk size and every length fully symbolic
-(unbounded integers, constrained only by `params_ok`); only the config's shape is fixed (number of
-request slots, atoms, page size, features). When both close, the verdict is `proved (k=N)`: the
-property holds at every depth, for the model under that shape. That is a statement about the
-model, not about SGLang.
+Parameters. Both cases run with the pool sizes, the window, the chunk size, every prompt and
+output length and the warm prefix fully symbolic: unbounded integers constrained only by the
+model's well-formedness of parameters (`System.params_ok`: positive pools, lengths >= 1, page
+multiples). Only the config's *shape* is fixed (number of request slots, tree atoms, page size,
+which features are on). So `proved` covers every pool size and length, for that shape.
 
-When the step case fails, the failing state sequence is a counterexample to induction (CTI): a
-state that satisfies everything assumed but is probably unreachable; it is returned as a trace so
-a person can add a lemma (specs/lemmas.py) that rules it out.
+Base case: bounded model checking from the initial state to depth k (checker/bmc.py, run with the
+same unbounded parameters); it also checks every lemma, and a lemma that fails there is never
+assumed. Step case: from *any* k consecutive states (not only reachable ones) in which the
+candidate invariants hold, with enabled transitions between them, they all hold in the next state.
+The candidates are the open properties and the lemmas (specs/lemmas.py); a candidate that fails
+the step is dropped from both sides and the query is repeated (Houdini), so what remains is a
+jointly k-inductive set: with the base case, each of its members holds at every depth. k goes
+1, 2, ... up to min(depth, MAX_K), one more per BMC depth; each step-case query has a time limit
+(`--timeout`, default STEP_TIMEOUT_MS) after which the answer is `unknown` and nothing is proved.
+
+Verdict `proved (k=N)`: the property holds at every depth *of the model* under that shape. That
+is a statement about the model, not about SGLang itself.
+
+When the step case fails for a property, the failing state sequence is a counterexample to
+induction (CTI): it satisfies everything assumed but is probably unreachable. It is kept as a
+trace (written as ITF by `write_ctis`, `<out>/<design>/<property>.cti.itf.json`) with the names
+of the invariants that fail after the step and the known lemmas that are false in it (a lemma
+that would exclude it had it been inductive), so a person can add or repair a lemma.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
 
 import z3
 
 from model.config import Params, symbolic_params
-from model.ops import Symbolic
+from model.ops import Concrete, Symbolic
 from model.state import BOOL_FIELDS, FIELD_NAMES, State
 from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES
 
-from .encode import _freshen, eval_params, eval_state
-from .trace import Step, Trace
+from .bmc import BMC
+from .encode import ModelOracle, _freshen, eval_params, eval_state
+from .trace import Step, Trace, first_difference
+from .verdict import Verdict
 
 
 def unbounded_params(system: System) -> tuple[Params, list[Any]]:
@@ -42,7 +57,7 @@ def unbounded_params(system: System) -> tuple[Params, list[Any]]:
     bounded, _ = symbolic_params(cfg, z3)
 
     def free(v: Any, name: str, page: bool) -> Any:
-        if isinstance(v, bool):
+        if isinstance(v, bool) or z3.is_bool(v):
             return z3.Bool(name + "!")
         if page and ps > 1:
             k = z3.Int(name + "!/pages")
@@ -88,6 +103,20 @@ class StepResult:
     reason: str = ""
 
 
+@dataclass
+class HoudiniResult:
+    """One k: the largest subset of the candidates that is k-inductive, and why the others left."""
+
+    k: int
+    proved: list[str]  # properties in the inductive set
+    lemmas: list[str]  # lemmas in the inductive set
+    dropped: dict[str, str] = field(default_factory=dict)  # candidate -> why it left
+    ctis: dict[str, tuple[Trace, list[str]]] = field(default_factory=dict)  # property -> (CTI, failing)
+    unknown: str = ""  # the solver gave up: nothing was proved at this k
+    queries: int = 0
+    seconds: float = 0.0
+
+
 class KInduction:
     def __init__(self, system: System, props: list[str], lemmas: list[str] | None = None, timeout_ms: int = 0) -> None:
         self.system = system
@@ -100,58 +129,230 @@ class KInduction:
         out += [(f"lemma:{n}", LEMMAS[n].holds) for n in self.lemmas]
         return out
 
-    def step_case(self, k: int) -> StepResult:
-        t0 = time.perf_counter()
+    def _encode(self, k: int) -> tuple[Any, Params, list[State], dict[str, Any], dict[str, Any]]:
+        """k transitions from a free state; each candidate n is assumed on states 0..k-1 under its
+        indicator literal, and the goal is that some active candidate fails at state k."""
         sysm = self.system
         params, cons = unbounded_params(sysm)
         solver = z3.Solver()
         if self.timeout_ms:
             solver.set("timeout", self.timeout_ms)
-        for c in cons:
-            solver.add(c)
+        solver.add(*cons)
         x0 = sysm.ctx(Symbolic(0, prefix="ind."), params)
         ok = sysm.params_ok(x0)
         if ok is not True:
             solver.add(ok)
-        states = [free_state(sysm, params, "k0")]
+        solver.add(*x0.ops.constraints)
         invs = self._invariants()
+        acts = {n: z3.Bool(f"ind.active.{n}") for n, _ in invs}
+        states = [free_state(sysm, params, "k0")]
         for t in range(k):
             xi = sysm.ctx(Symbolic(t, prefix=f"inv{t}."), params)
-            for _, fn in invs:
-                v = fn(xi, states[t])
-                if v is not True:
-                    solver.add(v)
+            for n, fn in invs:
+                solver.add(z3.Implies(acts[n], _term(fn(xi, states[t]))))
             solver.add(*xi.ops.constraints)
             x = sysm.ctx(Symbolic(t), params)
             en = sysm.enabled(x, states[t])
             if en is not True:
-                solver.add(en)
+                solver.add(_term(en))
             nxt = sysm.step(x, states[t])
             step_cons: list[Any] = []
             states.append(_freshen(nxt, t + 1, step_cons, states[t]))
             solver.add(*x.ops.constraints)
             solver.add(*step_cons)
         xk = sysm.ctx(Symbolic(k, prefix="goal."), params)
-        goals = []
-        for name, fn in invs:
-            v = fn(xk, states[k])
-            goals.append((name, v))
+        goals = {n: _term(fn(xk, states[k])) for n, fn in invs}
         solver.add(*xk.ops.constraints)
-        solver.push()
-        solver.add(z3.Or(*[z3.Not(v) if not isinstance(v, bool) else z3.BoolVal(not v) for _, v in goals]))
-        r = solver.check()
+        solver.add(z3.Or(*[z3.And(acts[n], z3.Not(g)) for n, g in goals.items()]))
+        return solver, params, states, goals, acts
+
+    def step_case(self, k: int) -> StepResult:
+        """All candidates at once: closed iff props + lemmas are jointly k-inductive."""
+        t0 = time.perf_counter()
+        solver, params, states, goals, acts = self._encode(k)
+        r = solver.check(*acts.values())
         if r == z3.unsat:
             return StepResult(True, False, [], None, time.perf_counter() - t0)
         if r == z3.unknown:
             return StepResult(False, True, [], None, time.perf_counter() - t0, solver.reason_unknown())
         m = solver.model()
-        failed = [n for n, v in goals if not isinstance(v, bool) and z3.is_false(m.eval(v, model_completion=True))]
-        failed += [n for n, v in goals if v is False]
-        cti = self._cti(m, params, states)
-        return StepResult(False, False, failed, cti, time.perf_counter() - t0)
+        failed = [n for n, g in goals.items() if z3.is_false(m.eval(g, model_completion=True))]
+        return StepResult(False, False, failed, self._cti(m, params, states), time.perf_counter() - t0)
+
+    def houdini(self, k: int) -> HoudiniResult:
+        """Drop the candidates that fail the step case until the rest is k-inductive."""
+        t0 = time.perf_counter()
+        solver, params, states, goals, acts = self._encode(k)
+        active = [n for n in acts]
+        res = HoudiniResult(k, [], [])
+        while any(n in self.props for n in active):
+            res.queries += 1
+            assume = [acts[n] if n in active else z3.Not(acts[n]) for n in acts]
+            r = solver.check(*assume)
+            if r == z3.unknown:
+                res.unknown = solver.reason_unknown()
+                active = []
+                break
+            if r == z3.unsat:
+                break
+            m = solver.model()
+            failed = [n for n in active if z3.is_false(m.eval(goals[n], model_completion=True))]
+            if not failed:  # cannot happen: the goal says some active candidate fails
+                raise AssertionError(f"step case k={k}: a model in which no active candidate fails")
+            cti = None
+            for n in failed:
+                if n in self.props:
+                    cti = cti or self._cti(m, params, states)
+                    res.ctis[n] = (cti, failed)
+                res.dropped[n] = f"fails the step case at k={k} (with {', '.join(f for f in failed if f != n) or 'nothing else'} failing)"
+            active = [n for n in active if n not in failed]
+        res.proved = [n for n in active if n in self.props]
+        res.lemmas = [n[len("lemma:"):] for n in active if n.startswith("lemma:")]
+        res.seconds = time.perf_counter() - t0
+        return res
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
+        """The CTI as a trace; each step's choices are read from the model and the step is re-run
+        concretely, so the trace replays by its picks (when the concrete step agrees)."""
         p = eval_params(params, m)
         ss = [eval_state(s, m) for s in states]
-        steps = [Step("event_loop_iteration", {}, s) for s in ss[1:]]
-        return Trace(self.system.cfg, self.system.design, p, ss[0], steps, None, "induction-cti")
+        steps = []
+        agrees = True
+        for t in range(len(ss) - 1):
+            picks: dict[str, Any] = {}
+            try:
+                x = self.system.ctx(Concrete(ModelOracle(m, t)), p)
+                nxt = self.system.step(x, ss[t])
+                picks = dict(x.ops.picks)
+                agrees = agrees and first_difference(ss[t + 1], nxt) is None
+            except Exception:  # a CTI state may break the model's own assumptions: keep the states
+                agrees = False
+            steps.append(Step("event_loop_iteration", picks, ss[t + 1]))
+        tr = Trace(self.system.cfg, self.system.design, p, ss[0], steps, None, "induction-cti")
+        tr.meta["cti_replays_concretely"] = agrees
+        return tr
+
+
+def _term(v: Any) -> Any:
+    return z3.BoolVal(v) if isinstance(v, bool) else v
+
+
+def false_lemmas(system: System, trace: Trace) -> list[str]:
+    """Known lemmas that are false in some state of a CTI but its last: had they been assumed (and
+    inductive), the CTI would not exist."""
+    out = []
+    for n, lm in LEMMAS.items():
+        for st in trace.states[:-1]:
+            try:
+                v = lm.holds(system.ctx(Concrete(), trace.params), st)
+            except Exception:
+                v = False
+            if v is False:
+                out.append(n)
+                break
+    return out
+
+
+# -- the engine -------------------------------------------------------------------------------------
+MAX_K = 4  # k tried at most (a deeper step case is rarely cheaper than a new lemma)
+STEP_TIMEOUT_MS = 120_000  # per step-case query when no --timeout is given: then `unknown`, never proved
+
+
+def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: bool = True, timeout_ms: int = 0,
+                 progress: Callable[..., None] | None = None, minimize: bool = True, keep_going: bool = True,
+                 max_k: int = MAX_K, lemmas: list[str] | None = None) -> Any:
+    """`--engine induction`: base case (BMC from the initial state, unbounded parameters) and
+    k-induction step case for k = 1 .. min(depth, max_k); see the module docstring. The BMC stops
+    once every property is proved and exercised, or after depth K when the k's are used up (a
+    proved property still waits for its witness, up to `depth`). Returns a
+    `checker.run.ConfigReport`; a proved property gets `Verdict.PROVED` with depth = k."""
+    from .run import ConfigReport
+
+    t0 = time.perf_counter()
+    system = System(cfg, design)
+    params = unbounded_params(system)
+    K = max(1, min(depth, max_k))
+    step_timeout = timeout_ms or STEP_TIMEOUT_MS
+    use = list(LEMMAS) if lemmas is None else list(lemmas)
+    bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize, params=params)
+    proved: dict[str, int] = {}
+    ctis: dict[str, dict[str, Any]] = {}
+    attempts: list[dict[str, Any]] = []
+    next_k = [1]
+    lemma_of: dict[str, list[str]] = {}
+
+    def stop(t: int, witness: dict[str, int | None], open_props: list[str]) -> bool:
+        todo = [p for p in open_props if p not in proved]
+        if prove and todo and 1 <= next_k[0] <= min(t, K):
+            k = next_k[0]
+            next_k[0] += 1
+            gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}  # failed in the base case
+            lem = [n for n in use if n not in gone]
+            h = KInduction(system, todo, lem, timeout_ms=step_timeout).houdini(k)
+            attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
+                             "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
+                             "unknown": h.unknown or None, "queries": h.queries, "seconds": round(h.seconds, 2)})
+            for p in h.proved:
+                proved[p] = k
+                lemma_of[p] = h.lemmas
+            for p, (tr, failing) in h.ctis.items():
+                ctis[p] = {"k": k, "trace": tr, "failing": failing, "suggest": false_lemmas(system, tr)}
+        if all(p in proved and witness.get(p) is not None for p in open_props):
+            return True
+        # the k's are used up: stop, unless a proved property still waits for its witness
+        return t >= K and not any(p in proved and witness.get(p) is None for p in open_props)
+
+    results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
+                      stop=stop, stop_on_violation=not keep_going)
+    for name, r in results.items():
+        r.meta["engine"] = "induction"
+        r.meta["parameters"] = "unbounded"
+        if name in proved and r.verdict is Verdict.HOLDS_TO_DEPTH:
+            r.meta["bmc_depth"] = r.depth
+            r.meta["lemmas"] = lemma_of[name]
+            r.verdict, r.depth = Verdict.PROVED, proved[name]
+        elif name in proved and r.verdict is Verdict.VACUOUS:
+            r.reason = f"step case closes at k={proved[name]}, but no state within depth {r.depth} exercises it"
+        elif r.verdict is Verdict.HOLDS_TO_DEPTH and prove:
+            c = ctis.get(name)
+            tried = [a["k"] for a in attempts]
+            if c is not None:
+                r.meta["cti"] = c["trace"]
+                r.meta["cti_k"] = c["k"]
+                r.meta["cti_failing"] = c["failing"]
+                r.meta["cti_suggest"] = c["suggest"]
+            unk = [a for a in attempts if a["unknown"]]
+            r.reason = (f"induction did not close for k in {tried or 'none'}"
+                        + (f" (solver unknown at k={unk[-1]['k']}: {unk[-1]['unknown']})" if unk else "")
+                        + (f"; a lemma excluding its CTI is missing (known lemmas false in it: {', '.join(c['suggest']) or 'none'})"
+                           if c is not None else ""))
+    proof = {"engine": "induction", "k": max([a["k"] for a in attempts], default=0),
+             "closed": bool(props) and all(p in proved for p in props), "proved": dict(proved),
+             "failed": sorted(p for p in props if p not in proved), "attempts": attempts,
+             "cti": {p: c["trace"] for p, c in ctis.items() if p not in proved}} if attempts else {}
+    return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
+
+
+def cti_path(out_dir: str | Path, design: Any, prop: str, config: str, many: bool) -> Path:
+    base = Path(out_dir) / design.name
+    return base / (f"{prop}.{config}.cti.itf.json" if many else f"{prop}.cti.itf.json")
+
+
+def write_ctis(report: Any, out_dir: str | Path) -> dict[tuple[str, str], str]:
+    """Write every counterexample to induction of a report as ITF; returns (config, property) -> path
+    (also stored in the result's meta as `cti_path`)."""
+    from . import itf
+
+    todo = [(c, r) for c in report.configs for r in c.results.values() if r.meta.get("cti") is not None]
+    written: dict[tuple[str, str], str] = {}
+    for c, r in todo:
+        path = cti_path(out_dir, report.design, r.property, c.config, many=len(todo) > 1)
+        tr = r.meta["cti"]
+        itf.write(path, tr, {"verdict": "counterexample to induction", "property": r.property,
+                             "k": r.meta.get("cti_k"), "failing_after_step": r.meta.get("cti_failing"),
+                             "known_lemmas_false_in_cti": r.meta.get("cti_suggest"),
+                             "note": "the first state satisfies every assumed invariant but is probably unreachable; "
+                                     "a true lemma that is false in it rules it out"})
+        written[(c.config, r.property)] = str(path)
+        r.meta["cti_path"] = str(path)
+    return written

@@ -93,3 +93,17 @@ def test_a_lemma_false_in_the_base_case_is_not_assumed(monkeypatch: pytest.Monke
     rep = check_config(PRESETS["current"], CONFIGS["small"], ["output_bounded"], 2, lemmas=["never_finishes"])
     assert rep.results["output_bounded"].verdict is not Verdict.PROVED
     assert all("never_finishes" in a["lemmas_failed_base"] for a in rep.proof["attempts"])
+
+
+def test_cli_induction_proves_conservation_and_no_prefill_oom(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from checker.cli import main
+
+    rc = main(["check", "--engine", "induction", "--design", "current", "--config", "sessions", "--property", "conservation",
+               "--property", "no_prefill_oom", "--depth", "2", "--json", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    data = json.loads(out)
+    (cfg,) = data["configs"]
+    verdicts = {r["property"]: (r["verdict"], r["depth"]) for r in cfg["results"]}
+    assert verdicts == {"conservation": ("proved", 1), "no_prefill_oom": ("proved", 1)}
+    assert cfg["proof"]["engine"] == "induction" and cfg["proof"]["closed"] is True

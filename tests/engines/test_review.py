@@ -170,3 +170,14 @@ def test_check_jobs_combined_report(tmp_path: Path, capsys: pytest.CaptureFixtur
     data = json.loads(out)
     assert sorted(c["config"] for c in data["checks"]) == ["sessions", "small"]
     assert all(c["results"]["no_prefill_oom"]["verdict"] == "holds to depth" for c in data["checks"])
+
+
+def test_check_all_presets_in_one_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from model.designs import PRESETS
+
+    rc = main(["check", "--all", "--jobs", "2", "--config", "small", "--property", "no_prefill_oom", "--depth", "1",
+               "--no-prove", "--json", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    data = json.loads(out)
+    assert [c["design"] for c in data["checks"]] == list(PRESETS)

@@ -1,0 +1,618 @@
+"""`kvmc review`: what a design change does to every property.
+
+A reviewer names two sides, base and head. Each side is a release preset plus fix flags
+(`--base-without/--base-with`, `--head-without/--head-with`; plain `--without/--with` apply to the
+head), planted bugs (`--mutant` on both sides, `--base-mutant/--head-mutant`), a Python file that
+overrides one transition (`--base-patch/--head-patch`, see `load_patch`), or a git revision of the
+model itself (`--base-rev/--head-rev`: `model/` and `specs/` of that revision are extracted with
+`git archive` into a temporary directory and checked there in a subprocess, with this checkout's
+`checker/`). Every property is checked on both sides and compared:
+
+    fixed          violated on base, not on head
+    newly broken   not violated on base, violated on head (with its counterexample)
+    still broken   violated on both
+    inconclusive   the head (or the base) has an unknown verdict: nothing is claimed
+    unchanged      neither side violated; the proof column says whether a proof was kept,
+                   lost or gained
+
+Checks run as (side, config) jobs in parallel processes (`--jobs N`, default: the CPU count);
+each job runs the chosen engine on all selected properties of one config and writes its own
+counterexamples (`<out>/<side>/<design>/<property>.<config>.itf.json`), so nothing but plain data
+crosses a process boundary. Output: `--format text|json|markdown` (markdown is ready to paste into
+a pull-request comment) and `--junit FILE` (one test case per property; newly broken = failure).
+
+Exit status: 0 nothing newly broken, 1 some property newly broken, 2 bad usage or input,
+3 inconclusive (an unknown verdict on the head, and nothing newly broken).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Sequence
+from xml.sax.saxutils import escape, quoteattr
+
+import model.system  # noqa: F401  (registers every transition)
+from model.designs import PRESETS, Design
+from model.transition import REGISTRY
+
+from .verdict import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION
+
+
+class PatchError(ValueError):
+    """A transition-override file that cannot be used; the message is `file:line: what`."""
+
+
+# -- transition-override files ----------------------------------------------------------------------
+def _signature_text(fn: Callable[..., Any]) -> str:
+    return "(" + ", ".join(p.name for p in inspect.signature(fn).parameters.values()) + ")"
+
+
+def _same_signature(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    pa = list(inspect.signature(a).parameters.values())
+    pb = list(inspect.signature(b).parameters.values())
+    return [(p.name, p.kind) for p in pa] == [(p.name, p.kind) for p in pb]
+
+
+def _assign_line(tree: ast.Module, name: str) -> int:
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return node.lineno
+    return 1
+
+
+def load_patch(path: str | Path) -> tuple[str, Callable[..., Any]]:
+    """Load a transition-override file: a Python module that defines
+
+        REPLACES = "<transition name>"          # one of `kvmc list`'s transitions
+        def replacement(x, s, ...): ...          # the transition's exact parameters
+
+    (the layout of `model/mutants/*.py`; the original is `model.<module>.<name>.original`).
+    Returns (transition name, replacement). Any problem raises `PatchError("file:line: ...")`."""
+    p = Path(path)
+    where = str(path)
+    try:
+        src = p.read_text()
+    except OSError as e:
+        raise PatchError(f"{where}:0: cannot read the transition-override file ({e.strerror or e})") from None
+    try:
+        tree = ast.parse(src, filename=where)
+        code = compile(tree, where, "exec")
+    except SyntaxError as e:
+        raise PatchError(f"{where}:{e.lineno or 0}: syntax error: {e.msg}") from None
+    mod = ModuleType(f"kvmc_patch_{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:10]}")
+    mod.__file__ = str(p.resolve())
+    try:
+        exec(code, mod.__dict__)
+    except Exception as e:  # an error while importing the file: name the line in the file
+        line = 0
+        for fr in traceback.extract_tb(e.__traceback__):
+            if fr.filename == where:
+                line = fr.lineno or 0
+        raise PatchError(f"{where}:{line}: {type(e).__name__} while loading: {e}") from None
+    name = mod.__dict__.get("REPLACES")
+    if not isinstance(name, str):
+        raise PatchError(f'{where}:{_assign_line(tree, "REPLACES")}: missing REPLACES = "<transition>"; '
+                         f"expected one of: {', '.join(sorted(REGISTRY))}")
+    if name not in REGISTRY:
+        raise PatchError(f"{where}:{_assign_line(tree, 'REPLACES')}: unknown transition {name!r} in REPLACES; "
+                         f"expected one of: {', '.join(sorted(REGISTRY))}")
+    fn = mod.__dict__.get("replacement")
+    if not callable(fn):
+        raise PatchError(f"{where}:1: no function `replacement{_signature_text(REGISTRY[name].fn)}` defined")
+    if not _same_signature(fn, REGISTRY[name].fn):
+        line = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1)
+        raise PatchError(f"{where}:{line}: replacement{_signature_text(fn)} does not match transition "
+                         f"{name}{_signature_text(REGISTRY[name].fn)}")
+    return name, fn
+
+
+# -- sides ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Side:
+    """One side of a review, as plain data (it crosses process boundaries)."""
+
+    label: str  # "base" or "head"
+    preset: str
+    without: tuple[str, ...] = ()
+    with_: tuple[str, ...] = ()
+    mutants: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()  # absolute paths of transition-override files
+    rev: str | None = None  # git revision of model/ and specs/
+
+    def design(self) -> Design:
+        from .cli import build_design
+
+        d = build_design(self.preset, list(self.without), list(self.with_), list(self.mutants))
+        if self.patches:
+            overrides = dict(d.overrides)
+            for f in self.patches:
+                name, fn = load_patch(f)
+                if name in overrides:
+                    raise PatchError(f"{f}:1: transition {name!r} is already overridden by another --{self.label}-patch file")
+                overrides[name] = fn
+            label = d.name + "".join(f"+{Path(f).stem}" for f in self.patches)
+            d = Design(label, d.fixes, d.mutants, overrides)
+        return d
+
+    def key(self) -> tuple[Any, ...]:
+        digest = tuple(hashlib.sha1(Path(f).read_bytes()).hexdigest() for f in self.patches)
+        return (self.preset, self.without, self.with_, self.mutants, digest, self.rev)
+
+
+@dataclass(frozen=True)
+class Job:
+    side: Side
+    config: str
+    props: tuple[str, ...]
+    depth: int
+    engine: str
+    prove: bool
+    timeout_ms: int
+    out: str
+    minimize: bool = True
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Check one (side, config) and return plain data; counterexamples are written here."""
+    from . import itf
+    from .explain import explain
+    from .run import engine_check_config
+    from .trace import step_table
+    from specs.configs import CONFIGS
+
+    design = job.side.design()
+    cfg = CONFIGS[job.config]
+    check = engine_check_config(job.engine)
+    rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True)
+    out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
+                           "seconds": round(rep.seconds, 2), "results": {}}
+    sysm = model.system.System(cfg, design)
+    for name, r in rep.results.items():
+        d: dict[str, Any] = {"verdict": r.verdict.value, "depth": r.depth, "words": r.words(),
+                             "witness_depth": r.witness_depth, "reason": r.reason or None}
+        if r.trace is not None and r.verdict.value == "violated":
+            line = explain(sysm, name, r.trace.params, r.trace.states[-1])
+            path = Path(job.out) / job.side.label / design.name / f"{name}.{job.config}.itf.json"
+            itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation",
+                                      "review_side": job.side.label})
+            d["counterexample"] = str(path)
+            d["violation"] = line
+            d["step_table"] = step_table(r.trace, line)
+        cti = r.meta.get("cti")
+        if cti is not None:
+            from .induction import cti_path
+
+            path = cti_path(Path(job.out) / job.side.label, design, name, job.config, many=True)
+            itf.write(path, cti, {"verdict": "counterexample to induction", "property": name})
+            d["cti"] = str(path)
+        if "bmc_depth" in r.meta:
+            d["bmc_depth"] = r.meta["bmc_depth"]
+        out["results"][name] = d
+    return out
+
+
+def _pool_run(jobs: list[Job], n: int) -> list[dict[str, Any]]:
+    if n <= 1 or len(jobs) <= 1:
+        return [run_job(j) for j in jobs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    with ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx) as ex:
+        return list(ex.map(run_job, jobs))
+
+
+_MEMO: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def run_jobs(jobs: list[Job], n: int) -> list[dict[str, Any]]:
+    """Run (side, config) jobs, `n` at a time; a job already run in this process (same side, config,
+    properties, depth, engine) is not run again (a reversed review reuses both sides)."""
+    def key(j: Job) -> tuple[Any, ...]:
+        return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize)
+
+    todo = [j for j in jobs if key(j) not in _MEMO]
+    for j, res in zip(todo, _pool_run(todo, n)):
+        _MEMO[key(j)] = res
+    out = []
+    for j in jobs:
+        res = dict(_MEMO[key(j)])
+        res["side"] = j.side.label
+        out.append(res)
+    return out
+
+
+# -- a side at a git revision ------------------------------------------------------------------------
+def _repo_root() -> Path:
+    return Path(model.system.__file__).resolve().parent.parent
+
+
+def extract_rev(rev: str, dest: Path) -> None:
+    """`git archive REV model specs` into dest; a bad revision is a usage error."""
+    root = _repo_root()
+    ok = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                        capture_output=True, text=True)
+    if ok.returncode != 0:
+        raise PatchError(f"git revision {rev!r} is not a commit of {root}")
+    arch = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev, "model", "specs"], capture_output=True)
+    if arch.returncode != 0:
+        raise PatchError(f"git archive {rev} model specs failed: {arch.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=arch.stdout, check=True)
+
+
+def run_rev_side(side: Side, jobs: list[Job], n: int) -> list[dict[str, Any]]:
+    """Run a side's jobs in a subprocess whose `model`/`specs` come from `side.rev`."""
+    assert side.rev is not None
+    with tempfile.TemporaryDirectory(prefix=f"kvmc-review-{side.label}-") as tmp:
+        extract_rev(side.rev, Path(tmp))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([tmp, str(_repo_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        payload = json.dumps({"jobs": [_job_dict(j) for j in jobs], "n": n})
+        proc = subprocess.run([sys.executable, "-m", "checker.review", "--run-jobs"], input=payload, text=True,
+                              capture_output=True, cwd=tmp, env=env)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise PatchError(f"checking git revision {side.rev} ({side.label}) failed: {tail}")
+        data = json.loads(proc.stdout)
+        return list(data)
+
+
+def _job_dict(j: Job) -> dict[str, Any]:
+    s = j.side
+    return {"side": {"label": s.label, "preset": s.preset, "without": list(s.without), "with_": list(s.with_),
+                     "mutants": list(s.mutants), "patches": list(s.patches), "rev": None},
+            "config": j.config, "props": list(j.props), "depth": j.depth, "engine": j.engine, "prove": j.prove,
+            "timeout_ms": j.timeout_ms, "out": j.out, "minimize": j.minimize}
+
+
+def _job_from(d: dict[str, Any]) -> Job:
+    sd = d["side"]
+    side = Side(sd["label"], sd["preset"], tuple(sd["without"]), tuple(sd["with_"]), tuple(sd["mutants"]),
+                tuple(sd["patches"]), None)
+    return Job(side, d["config"], tuple(d["props"]), d["depth"], d["engine"], d["prove"], d["timeout_ms"], d["out"],
+               d["minimize"])
+
+
+def _subprocess_main() -> int:
+    """`python -m checker.review --run-jobs`: JSON jobs on stdin, JSON results on stdout."""
+    data = json.loads(sys.stdin.read())
+    res = _pool_run([_job_from(d) for d in data["jobs"]], int(data["n"]))
+    print(json.dumps(res))
+    return 0
+
+
+# -- comparing -----------------------------------------------------------------------------------------
+_RANK = {"violated": 4, "unknown": 3, "holds to depth": 2, "vacuous": 1, "proved": 0}
+
+
+@dataclass
+class Summary:
+    """One property on one side, over the configs checked."""
+
+    verdict: str  # worst verdict over the configs (a config where it is vacuous does not count if another exercises it)
+    words: str
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def violated(self) -> bool:
+        return self.verdict == "violated"
+
+    @property
+    def proved(self) -> bool:
+        return self.verdict == "proved"
+
+    def counterexample(self) -> dict[str, Any] | None:
+        for c, d in self.configs.items():
+            if d.get("counterexample"):
+                return {"config": c, **d}
+        return None
+
+
+def summarize(results: list[dict[str, Any]], prop: str) -> Summary | None:
+    per = {r["config"]: r["results"][prop] for r in results if prop in r["results"]}
+    if not per:
+        return None
+    exercised = {c: d for c, d in per.items() if d["verdict"] != "vacuous"} or per
+    worst = max(exercised.values(), key=lambda d: _RANK.get(d["verdict"], 3))
+    v = worst["verdict"]
+    same = [c for c, d in exercised.items() if d["verdict"] == v]
+    if v == "violated":
+        d = min((d for d in exercised.values() if d["verdict"] == "violated"), key=lambda d: d["depth"])
+        c = next(c for c, e in exercised.items() if e is d)
+        words = f"violated at depth {d['depth']} ({c})"
+    elif v == "proved":
+        words = f"proved (k={max(d['depth'] for d in exercised.values())})"
+    elif v == "holds to depth":
+        words = f"holds to depth {min(d['depth'] for d in exercised.values() if d['verdict'] == v)}"
+        n_proved = sum(d["verdict"] == "proved" for d in exercised.values())
+        if n_proved:
+            words += f" (proved on {n_proved}/{len(exercised)} configs)"
+    elif v == "unknown":
+        words = f"unknown ({', '.join(same)}: {worst.get('reason') or 'solver gave up'})"
+    else:
+        words = f"vacuous to depth {worst['depth']}"
+    return Summary(v, words, per)
+
+
+def change(base: Summary | None, head: Summary | None) -> tuple[str, str]:
+    """(change, proof status)."""
+    if base is None or head is None:
+        return ("only on head" if base is None else "only on base"), ""
+    if base.violated and head.violated:
+        ch = "still broken"
+    elif head.violated:
+        ch = "newly broken"
+    elif base.violated:
+        ch = "fixed" if head.verdict != "unknown" else "inconclusive"
+    elif "unknown" in (base.verdict, head.verdict):
+        ch = "inconclusive"
+    else:
+        ch = "unchanged"
+    if base.proved and head.proved:
+        pr = "proved on both"
+    elif base.proved:
+        pr = "proof lost"
+    elif head.proved:
+        pr = "newly proved"
+    elif head.violated or base.violated:
+        pr = "-"
+    else:
+        pr = "bounded only"
+    return ch, pr
+
+
+@dataclass
+class ReviewReport:
+    base: str
+    head: str
+    props: list[str]
+    configs: list[str]
+    depth: int
+    engine: str
+    rows: list[dict[str, Any]]
+    seconds: float
+
+    def exit_code(self) -> int:
+        if any(r["change"] == "newly broken" for r in self.rows):
+            return EXIT_VIOLATION
+        if any(r["head"] and r["head"].verdict == "unknown" for r in self.rows):
+            return EXIT_INCONCLUSIVE
+        return EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base": self.base, "head": self.head, "depth": self.depth, "engine": self.engine, "configs": self.configs,
+            "seconds": round(self.seconds, 2),
+            "properties": [
+                {"property": r["property"], "change": r["change"], "proof": r["proof"],
+                 "base": _side_json(r["base"]), "head": _side_json(r["head"])}
+                for r in self.rows
+            ],
+        }
+
+
+def _side_json(s: Summary | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"verdict": s.verdict, "words": s.words,
+            "configs": {c: {k: v for k, v in d.items() if k != "step_table"} for c, d in s.configs.items()}}
+
+
+def compare(base_res: list[dict[str, Any]], head_res: list[dict[str, Any]], props: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for p in props:
+        b, h = summarize(base_res, p), summarize(head_res, p)
+        ch, pr = change(b, h)
+        rows.append({"property": p, "base": b, "head": h, "change": ch, "proof": pr})
+    return rows
+
+
+# -- rendering ----------------------------------------------------------------------------------------
+def render_text(rep: ReviewReport) -> str:
+    out = [f"kvmc review  base: {rep.base}  ->  head: {rep.head}",
+           f"engine {rep.engine}, depth {rep.depth}, configs: {', '.join(rep.configs)}  [{rep.seconds:.1f}s]", ""]
+    rows = [("property", "base", "head", "change", "proof")]
+    for r in rep.rows:
+        rows.append((r["property"], r["base"].words if r["base"] else "-", r["head"].words if r["head"] else "-",
+                     r["change"].upper() if r["change"] in ("newly broken", "fixed") else r["change"], r["proof"]))
+    w = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        out.append("  ".join(c.ljust(w[i]) for i, c in enumerate(row)).rstrip())
+    for r in rep.rows:
+        if r["change"] == "newly broken":
+            cx = r["head"].counterexample()
+            if cx:
+                out += ["", f"{r['property']} newly broken on {cx['config']}: {cx['counterexample']}",
+                        "  " + cx["step_table"].replace("\n", "\n  ")]
+        elif r["change"] == "fixed":
+            cx = r["base"].counterexample()
+            if cx:
+                out += ["", f"{r['property']} fixed (base counterexample on {cx['config']}: {cx['counterexample']})"]
+    return "\n".join(out)
+
+
+def render_markdown(rep: ReviewReport) -> str:
+    icon = {"newly broken": ":x: **newly broken**", "fixed": ":white_check_mark: **fixed**",
+            "still broken": ":warning: still broken", "inconclusive": ":grey_question: inconclusive"}
+    out = [f"### kvmc review: `{rep.base}` → `{rep.head}`", "",
+           f"engine `{rep.engine}`, depth {rep.depth}, configs: {', '.join(f'`{c}`' for c in rep.configs)}", "",
+           "| property | base | head | change | proof |", "|---|---|---|---|---|"]
+    for r in rep.rows:
+        out.append(f"| `{r['property']}` | {r['base'].words if r['base'] else '-'} | {r['head'].words if r['head'] else '-'} "
+                   f"| {icon.get(r['change'], r['change'])} | {r['proof']} |")
+    for r in rep.rows:
+        if r["change"] == "newly broken":
+            cx = r["head"].counterexample()
+            if cx:
+                out += ["", f"<details><summary><code>{r['property']}</code> counterexample on <code>{cx['config']}</code> "
+                        f"(<code>{cx['counterexample']}</code>)</summary>", "", "```", cx["step_table"], "```", "</details>"]
+    out += ["", "_\"proved\" is about the kvmc model of SGLang's scheduler, not about SGLang itself._"]
+    return "\n".join(out)
+
+
+def render_junit(rep: ReviewReport) -> str:
+    cases = []
+    failures = skipped = 0
+    for r in rep.rows:
+        name = quoteattr(r["property"])
+        body = ""
+        if r["change"] == "newly broken":
+            failures += 1
+            cx = r["head"].counterexample() or {}
+            msg = quoteattr(f"newly broken: {r['head'].words}; counterexample {cx.get('counterexample', '')}")
+            body = f"<failure message={msg} type=\"newly broken\">{escape(cx.get('step_table', ''))}</failure>"
+        elif r["change"] == "inconclusive":
+            skipped += 1
+            body = f"<skipped message={quoteattr('inconclusive: ' + (r['head'].words if r['head'] else '-'))}/>"
+        out = escape(f"base: {r['base'].words if r['base'] else '-'}\nhead: {r['head'].words if r['head'] else '-'}\n"
+                     f"change: {r['change']}\nproof: {r['proof']}")
+        cases.append(f"  <testcase classname=\"kvmc.review\" name={name}>{body}<system-out>{out}</system-out></testcase>")
+    head = (f"<testsuite name={quoteattr(f'kvmc review {rep.base} -> {rep.head}')} tests=\"{len(rep.rows)}\" "
+            f"failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{rep.seconds:.2f}\">")
+    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + head + "\n" + "\n".join(cases) + "\n</testsuite>\n"
+
+
+# -- the command -------------------------------------------------------------------------------------
+def review(base: Side, head: Side, props: list[str], configs: list[str], depth: int, engine: str = "bmc",
+           prove: bool = True, timeout_ms: int = 0, out: str = "counterexamples/review", jobs: int | None = None,
+           minimize: bool = True) -> ReviewReport:
+    import time
+
+    t0 = time.perf_counter()
+    n = jobs or os.cpu_count() or 1
+    # validate what can be validated here, before any process starts
+    names = {}
+    for s in (base, head):
+        if s.rev is None:
+            names[s.label] = s.design().name
+        else:
+            names[s.label] = f"{s.design().name}@{s.rev}"
+    mk = lambda s: [Job(s, c, tuple(props), depth, engine, prove, timeout_ms, out, minimize) for c in configs]  # noqa: E731
+    res: dict[str, list[dict[str, Any]]] = {}
+    local = [s for s in (base, head) if s.rev is None]
+    if local:
+        alljobs = [j for s in local for j in mk(s)]
+        done = run_jobs(alljobs, n)
+        for s in local:
+            res[s.label] = [d for d in done if d["side"] == s.label]
+    for s in (base, head):
+        if s.rev is not None:
+            res[s.label] = run_rev_side(s, mk(s), n)
+    rows = compare(res["base"], res["head"], props)
+    return ReviewReport(names["base"], names["head"], props, configs, depth, engine, rows, time.perf_counter() - t0)
+
+
+def cmd_review(args: Any) -> int:
+    """Entry point from checker/cli.py (`kvmc review`)."""
+    from specs.configs import CONFIGS
+    from specs.properties import PROPERTIES
+
+    from .cli import UsageError, _choices
+    from .run import EngineUnavailable, engine_check_config
+
+    props = args.property or list(PROPERTIES)
+    for p in props:
+        _choices("property", p, list(PROPERTIES))
+    configs = args.config or list(CONFIGS)
+    for c in configs:
+        _choices("config", c, list(CONFIGS))
+    if args.depth <= 0:
+        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
+    if args.jobs is not None and args.jobs <= 0:
+        raise UsageError(f"--jobs {args.jobs} must be a positive number of processes")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
+    try:
+        engine_check_config(args.engine)
+    except EngineUnavailable as e:
+        raise UsageError(str(e)) from e
+    for f in args.base_patch + args.head_patch:
+        if not f.endswith(".py"):
+            raise UsageError(f"transition-override file {f!r} must be a Python file (.py)")
+    base = Side("base", args.base, tuple(args.base_without), tuple(args.base_with), tuple(args.mutant + args.base_mutant),
+                tuple(str(Path(f).resolve()) for f in args.base_patch), args.base_rev)
+    head_preset = args.head or args.base
+    head = Side("head", head_preset, tuple(args.head_without + args.without), tuple(args.head_with + args.with_),
+                tuple(args.mutant + args.head_mutant), tuple(str(Path(f).resolve()) for f in args.head_patch),
+                args.head_rev)
+    # a patch file is reported with the name the user typed
+    for side, given in ((base, args.base_patch), (head, args.head_patch)):
+        for f in given:
+            try:
+                load_patch(f)
+            except PatchError as e:
+                raise UsageError(str(e)) from None
+    try:
+        rep = review(base, head, props, configs, args.depth, args.engine, not args.no_prove,
+                     int((args.timeout or 0) * 1000), args.out, args.jobs, not args.no_minimize)
+    except PatchError as e:
+        raise UsageError(str(e)) from None
+    if args.format == "json":
+        print(json.dumps(rep.to_json(), indent=1))
+    elif args.format == "markdown":
+        print(render_markdown(rep))
+    else:
+        print(render_text(rep))
+    if args.junit:
+        path = Path(args.junit)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".kvmc-", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(render_junit(rep))
+        os.replace(tmp, path)
+    return rep.exit_code()
+
+
+def add_parser(sub: Any) -> Any:
+    """`kvmc review` options (called by checker/cli.py::parser)."""
+    pr = sub.add_parser("review", help="compare every property between two designs (or two model revisions)")
+    pr.add_argument("--base", default="current", help=f"base preset: {', '.join(PRESETS)} (default current)")
+    pr.add_argument("--head", default=None, help="head preset (default: the base preset)")
+    pr.add_argument("--without", action="append", default=[], metavar="FIX", help="turn a fix off on the head")
+    pr.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]", help="turn a fix on on the head")
+    pr.add_argument("--base-without", action="append", default=[], metavar="FIX")
+    pr.add_argument("--base-with", action="append", default=[], metavar="FIX[=VARIANT]")
+    pr.add_argument("--head-without", action="append", default=[], metavar="FIX")
+    pr.add_argument("--head-with", action="append", default=[], metavar="FIX[=VARIANT]")
+    pr.add_argument("--mutant", action="append", default=[], metavar="NAME", help="plant a bug on both sides")
+    pr.add_argument("--base-mutant", action="append", default=[], metavar="NAME")
+    pr.add_argument("--head-mutant", action="append", default=[], metavar="NAME")
+    pr.add_argument("--base-patch", action="append", default=[], metavar="FILE.py",
+                    help="override one transition on the base (module with REPLACES and replacement)")
+    pr.add_argument("--head-patch", action="append", default=[], metavar="FILE.py",
+                    help="override one transition on the head (module with REPLACES and replacement)")
+    pr.add_argument("--base-rev", default=None, metavar="REV", help="git revision of model/ and specs/ for the base")
+    pr.add_argument("--head-rev", default=None, metavar="REV", help="git revision of model/ and specs/ for the head")
+    pr.add_argument("--property", action="append", default=[], metavar="NAME", help="default: all")
+    pr.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all")
+    pr.add_argument("--depth", type=int, default=8, help="scheduler iterations to check (default 8)")
+    pr.add_argument("--engine", default="bmc", help="bmc (default) or induction")
+    pr.add_argument("--no-prove", action="store_true", help="bounded checking only")
+    pr.add_argument("--no-minimize", action="store_true")
+    pr.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
+    pr.add_argument("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
+    pr.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    pr.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
+    pr.add_argument("--out", default="counterexamples/review", help="where counterexamples go")
+    pr.set_defaults(fn=cmd_review)
+    return pr
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--run-jobs"]:
+        sys.exit(_subprocess_main())
+    print("usage: kvmc review ... (this module is run by the CLI)", file=sys.stderr)
+    sys.exit(2)
