@@ -79,7 +79,8 @@ def init_state(x: Ctx) -> State:
         wdev = [x.and_(p.warm_device[a], p.warm_len[a] > 0) if a < cfg.warm_atoms else False for a in range(K)]
     else:  # without HiCache a node is on the device iff it exists (node_len > 0)
         wdev = [True] * K
-    whost = [p.warm_host[a] if a < cfg.warm_atoms else False for a in range(K)]
+    # a warm atom of length 0 is not in the tree, so it has no host copy either
+    whost = [x.and_(p.warm_host[a], p.warm_len[a] > 0) if a < cfg.warm_atoms else False for a in range(K)]
     on_dev = x.sum(x.ite(x.and_(wdev[a], wl[a] > 0), wl[a], 0) for a in range(K))
     hybrid = cfg.hybrid_swa
     return State(

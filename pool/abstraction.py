@@ -76,11 +76,7 @@ def to_state(sch: Scheduler) -> State:
         swa_protected_drift=(t.swa_protected_size_ - sp) if hyb else 0,
         node_len=per_atom(lambda n: len(n) if n is not None else 0),
         node_device=per_atom(lambda n: (n is not None and n.value is not None) if hic else True),
-        # model quirk (model/system.py::init_state): a warm atom of length 0 keeps warm_host as its
-        # node_host; it never exists, so nothing reads it
-        node_host=tuple((n.host_value is not None) if n is not None else
-                        (a < cfg.warm_atoms and sch.p.warm_len[a] == 0 and bool(sch.p.warm_host[a]))
-                        for a, n in ((a, nodes.get(a)) for a in range(K))),
+        node_host=per_atom(lambda n: n is not None and n.host_value is not None),
         node_swa_tombstone=per_atom(lambda n: n is not None and n.swa_tombstone),
         status=tuple(STATUS[sch.status_of(r)] for r in reqs),
         origin_input_len=tuple(r.origin_input_len for r in reqs),
