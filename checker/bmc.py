@@ -119,34 +119,60 @@ class BMC:
             if any(g is False for _, g in goals):
                 bad = [n for n, g in goals if g is False]
                 raise AssertionError(f"{bad} are false by construction at depth {t}: the property or the model is malformed")
-            r = z3.unsat
-            if goals:
-                solver.push()
-                solver.add(z3.Or(*[z3.Not(g) for _, g in goals]))
-                r = timed_check()
-                solver.pop()
             failing: dict[str, Any] = {}
-            if r != z3.unsat:  # someone fails (or the solver gave up): ask each goal on its own
-                for n, g in goals:
-                    solver.push()
-                    solver.add(z3.Not(g))
-                    ri = timed_check()
-                    if ri == z3.sat:
-                        model = solver.model()
-                        if not n.startswith("lemma:"):
-                            if self.minimize:
-                                model = self._minimize(solver, u, model)
-                            try:
-                                failing[n] = self._trace(u, model, t, n)
-                            except TraceMismatch as e:  # never reported as a counterexample
-                                failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
-                        else:
-                            failing[n] = None
-                    elif ri == z3.unknown:
-                        failing[n] = solver.reason_unknown()
+
+            def settle(n: str, g: Any) -> None:
+                """Ask goal n alone; on sat, its (minimised, concretely re-run) counterexample."""
+                solver.push()
+                solver.add(z3.Not(g))
+                ri = timed_check()
+                if ri == z3.sat:
+                    model = solver.model()
+                    if not n.startswith("lemma:"):
+                        if self.minimize:
+                            model = self._minimize(solver, u, model)
+                        try:
+                            failing[n] = self._trace(u, model, t, n)
+                        except TraceMismatch as e:  # never reported as a counterexample
+                            failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
+                    else:
+                        failing[n] = None
+                elif ri == z3.unknown:
+                    failing[n] = solver.reason_unknown()
+                solver.pop()
+
+            # One query for all open goals; when it is sat, the goals false in its model are settled
+            # one by one and the rest asked again together, so a depth costs one query per group of
+            # failing goals rather than one per goal. In first-error mode the final "the rest hold"
+            # query is skipped once a property is violated: the rest then hold to depth t - 1.
+            pending = list(goals)
+            unresolved: list[str] = []
+            while pending:
+                if stop_on_violation and any(isinstance(w, Trace) for w in failing.values()):
+                    unresolved = [n for n, _ in pending]
+                    break
+                solver.push()
+                solver.add(z3.Or(*[z3.Not(g) for _, g in pending]))
+                r = timed_check()
+                if r == z3.unsat:
                     solver.pop()
+                    break
+                if r == z3.unknown:  # ask each goal on its own
+                    solver.pop()
+                    for n, g in pending:
+                        settle(n, g)
+                    break
+                m0 = solver.model()
+                newly = [(n, g) for n, g in pending if z3.is_false(m0.eval(g, model_completion=True))]
+                solver.pop()
+                if not newly:  # cannot happen for a sat Or(not g); be safe and ask each
+                    newly = list(pending)
+                for n, g in newly:
+                    settle(n, g)
+                done = {n for n, _ in newly}
+                pending = [(n, g) for n, g in pending if n not in done]
             for n, g in goals:
-                if n not in failing:
+                if n not in failing and n not in unresolved:
                     solver.add(g)  # proven at depth t on every path: a fact from now on
             for n, what in failing.items():
                 if n.startswith("lemma:"):
@@ -179,7 +205,7 @@ class BMC:
             if not open_props:
                 break
             if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in results.values()):
-                reached, cut_short = t, True
+                reached, cut_short = (t - 1 if unresolved else t), True
                 break
             if stop is not None and stop(t, dict(witness), [p.name for p in open_props]):
                 reached = t
