@@ -105,7 +105,9 @@ def update(directory: Path, depth: int | None = None) -> int:
 
     rc = 0
     for fix, config, prop, mutants in KNOWN_BUGS:
-        argv = ["check", "--without", fix, "--config", config, "--property", prop, "--no-progress", "--out", str(directory)]
+        # the README's command (all configs, all properties, first error), so a newcomer running it
+        # rewrites the same file
+        argv = ["check", "--without", fix, "--no-progress", "--out", str(directory)]
         for m in mutants:
             argv += ["--mutant", m]
         if depth:
@@ -114,6 +116,11 @@ def update(directory: Path, depth: int | None = None) -> int:
         code = kvmc(argv)
         if code != 1:
             print(f"regen: expected a violation (exit 1) from the line above, got exit {code}", file=sys.stderr)
+            rc = 1
+        design = "current-without-" + fix + "".join("+" + m for m in mutants)
+        if not list((directory / design).glob(f"{prop}*.itf.json")):
+            print(f"regen: expected a counterexample of {prop} on config {config} under {directory / design}",
+                  file=sys.stderr)
             rc = 1
     write_manifest(directory)
     return rc
