@@ -21,8 +21,7 @@ import os
 import time
 from typing import Any
 
-from checker.agreement import pinned
-from checker.cases import Case, run_case
+from checker.cases import Case
 from model.designs import PRESETS
 from model.system import System
 from specs.configs import CONFIGS

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, NoReturn, Sequence
 
@@ -63,6 +62,30 @@ def build_design(name: str, without: list[str], with_: list[str], mutants: list[
             _choices("mutant", m, known)
         d = d.with_mutants(frozenset(mutants))
     return d
+
+
+def validate_selection(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The checks `check`, `check --all` and `review` share: properties, configs, depth, jobs,
+    timeout and engine; returns (properties, configs). Raises UsageError (one line, exit 2)."""
+    from .run import EngineUnavailable, engine_check_config
+
+    props = args.property or list(PROPERTIES)
+    for p in props:
+        _choices("property", p, list(PROPERTIES))
+    configs = args.config or list(CONFIGS)
+    for c in configs:
+        _choices("config", c, list(CONFIGS))
+    if args.depth <= 0:
+        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
+    if getattr(args, "jobs", None) is not None and args.jobs <= 0:
+        raise UsageError(f"--jobs {args.jobs} must be a positive number of processes")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
+    try:
+        engine_check_config(args.engine)
+    except EngineUnavailable as e:
+        raise UsageError(str(e)) from e
+    return props, configs
 
 
 # -- list -----------------------------------------------------------------------------------------
@@ -145,24 +168,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .trace import step_table
 
     design = build_design(args.design, args.without, args.with_, args.mutant)
-    props = args.property or list(PROPERTIES)
-    for p in props:
-        _choices("property", p, list(PROPERTIES))
-    configs = args.config or list(CONFIGS)
-    for c in configs:
-        _choices("config", c, list(CONFIGS))
-    if args.depth <= 0:
-        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
+    props, configs = validate_selection(args)
     baseline = PRESETS[args.design]
     printer = ProgressPrinter(not args.no_progress and not args.json)
-    from .run import EngineUnavailable, engine_check_config
-
-    try:
-        engine_check_config(args.engine)
-    except EngineUnavailable as e:
-        raise UsageError(str(e)) from e
     report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                        timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
                        minimize=not args.no_minimize, engine=args.engine)

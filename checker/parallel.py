@@ -15,36 +15,18 @@ import os
 from typing import Any
 
 from model.designs import PRESETS
-from specs.configs import CONFIGS
-from specs.properties import PROPERTIES
 
 from .verdict import Verdict, exit_code
 
 
 def cmd_check_parallel(args: Any) -> int:
-    from .cli import UsageError, _choices, build_design
+    from .cli import build_design, validate_selection
     from .review import Job, Side, run_jobs
-    from .run import EngineUnavailable, engine_check_config
 
     designs = list(PRESETS) if args.all else [args.design]
     for d in designs:
         build_design(d, args.without, args.with_, args.mutant)  # validates names (UsageError)
-    props = args.property or list(PROPERTIES)
-    for p in props:
-        _choices("property", p, list(PROPERTIES))
-    configs = args.config or list(CONFIGS)
-    for c in configs:
-        _choices("config", c, list(CONFIGS))
-    if args.depth <= 0:
-        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
-    if args.jobs is not None and args.jobs <= 0:
-        raise UsageError(f"--jobs {args.jobs} must be a positive number of processes")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
-    try:
-        engine_check_config(args.engine)
-    except EngineUnavailable as e:
-        raise UsageError(str(e)) from e
+    props, configs = validate_selection(args)
     n = args.jobs or os.cpu_count() or 1
     jobs = [Job(Side("", d, tuple(args.without), tuple(args.with_), tuple(args.mutant)), c, tuple(props), args.depth,
                 args.engine, not args.no_prove, int((args.timeout or 0) * 1000), args.out, not args.no_minimize)

@@ -37,7 +37,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from model.config import Config, Params
 from model.designs import Design
 from model.ops import Concrete, Infeasible
-from model.state import State
 from model.system import System
 from specs.properties import PROPERTIES
 

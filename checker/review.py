@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import inspect
 import json
 import os
@@ -40,7 +39,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 from xml.sax.saxutils import escape, quoteattr
 
 import model.system  # noqa: F401  (registers every transition)
@@ -517,28 +516,9 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
 
 def cmd_review(args: Any) -> int:
     """Entry point from checker/cli.py (`kvmc review`)."""
-    from specs.configs import CONFIGS
-    from specs.properties import PROPERTIES
+    from .cli import UsageError, validate_selection
 
-    from .cli import UsageError, _choices
-    from .run import EngineUnavailable, engine_check_config
-
-    props = args.property or list(PROPERTIES)
-    for p in props:
-        _choices("property", p, list(PROPERTIES))
-    configs = args.config or list(CONFIGS)
-    for c in configs:
-        _choices("config", c, list(CONFIGS))
-    if args.depth <= 0:
-        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
-    if args.jobs is not None and args.jobs <= 0:
-        raise UsageError(f"--jobs {args.jobs} must be a positive number of processes")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
-    try:
-        engine_check_config(args.engine)
-    except EngineUnavailable as e:
-        raise UsageError(str(e)) from e
+    props, configs = validate_selection(args)
     for f in args.base_patch + args.head_patch:
         if not f.endswith(".py"):
             raise UsageError(f"transition-override file {f!r} must be a Python file (.py)")

@@ -36,7 +36,7 @@ import torch
 from model.config import Config, Params
 from model.designs import Design
 
-from .allocator import I64, HostPool, PagedAllocator, PlainAllocator, PoolError, ReqToTokenPool, SWAAllocator
+from .allocator import I64, HostPool, PlainAllocator, PoolError, ReqToTokenPool, SWAAllocator
 from .choices import Chooser
 from .radix_tree import WARM, LockHandle, Match, RadixTree, TreeNode
 

@@ -53,7 +53,6 @@ def tree_shape(x: Ctx, s: State) -> Any:
 def request_lengths(x: Ctx, s: State) -> Any:
     """Per request: what its status says about its lengths and its lock."""
     R = x.cfg.num_reqs
-    ps = x.ps
     c = [x.sum(x.ite(s.status[r] == CHUNKED, 1, 0) for r in range(R)) <= 1]  # one chunked_req
     for r in range(R):
         st = s.status[r]

@@ -7,7 +7,6 @@ import json
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 

@@ -3,7 +3,6 @@ follow is an encoding bug, reported as one (with both states), never as a counte
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 

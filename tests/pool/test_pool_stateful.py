@@ -43,11 +43,13 @@ def _params(cfg, seed: int):  # noqa: ANN001, ANN202
 def machine(design: Design, configs: list[str]) -> type[RuleBasedStateMachine]:
     class PoolMachine(RuleBasedStateMachine):
         sch: Scheduler | None = None
+        explored: dict = {"iterations": 0, "configs": set()}  # what the run covered, for the test
 
         @initialize(name=st.sampled_from(configs), seed=st.integers(0, 10_000))
         def build(self, name: str, seed: int) -> None:
             cfg = CONFIGS[name]
             self.sch = Scheduler(cfg, design, _params(cfg, seed), device="cpu")
+            self.explored["configs"].add(name)
 
         @precondition(lambda self: self.sch is not None and self.sch.oom == OOM_NONE)
         @rule(data=st.data())
@@ -56,6 +58,7 @@ def machine(design: Design, configs: list[str]) -> type[RuleBasedStateMachine]:
                                  lambda q, lo, hi: data.draw(st.integers(lo, hi), label=q))
             assert self.sch is not None
             self.sch.step(ch)
+            self.explored["iterations"] += 1
 
         @invariant()
         def memory(self) -> None:
@@ -78,7 +81,10 @@ ALL = ["small", "paged", "hybrid_swa", "hybrid_swa_hicache", "sessions", "spec_t
 
 
 def test_current_design_random_exploration() -> None:
-    run_state_machine_as_test(machine(PRESETS["current"], ALL), settings=CI)
+    m = machine(PRESETS["current"], ALL)
+    run_state_machine_as_test(m, settings=CI)  # the invariants raise on any violation
+    assert m.explored["iterations"] >= CI.max_examples  # it really drove the pool
+    assert len(m.explored["configs"]) >= 3, m.explored["configs"]
 
 
 def test_finds_retract_leak_without_22862() -> None:
