@@ -64,6 +64,14 @@ def build_design(name: str, without: list[str], with_: list[str], mutants: list[
     return d
 
 
+def add_design_options(p: argparse.ArgumentParser, mutant_help: str = "plant a bug (kvmc list)") -> None:
+    """--design/--without/--with/--mutant, as `check` and `graph` take them (see build_design)."""
+    p.add_argument("--design", default="current", help=f"release preset: {', '.join(PRESETS)} (default current)")
+    p.add_argument("--without", action="append", default=[], metavar="FIX", help="turn a fix off")
+    p.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]", help="turn a fix on")
+    p.add_argument("--mutant", action="append", default=[], metavar="NAME", help=mutant_help)
+
+
 def validate_selection(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The checks `check`, `check --all` and `review` share: properties, configs, depth, jobs,
     timeout and engine; returns (properties, configs). Raises UsageError (one line, exit 2)."""
@@ -303,10 +311,7 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(fn=cmd_list)
 
     pc = sub.add_parser("check", help="model-check a design")
-    pc.add_argument("--design", default="current", help=f"release preset: {', '.join(PRESETS)} (default current)")
-    pc.add_argument("--without", action="append", default=[], metavar="FIX", help="turn a fix off")
-    pc.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]", help="turn a fix on")
-    pc.add_argument("--mutant", action="append", default=[], metavar="NAME", help="plant a bug (kvmc list)")
+    add_design_options(pc)
     pc.add_argument("--property", action="append", default=[], metavar="NAME", help="default: all")
     pc.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all, relevant ones first")
     pc.add_argument("--depth", type=int, default=10, help="scheduler iterations to check (default 10)")

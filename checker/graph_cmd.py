@@ -46,15 +46,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    from model.designs import PRESETS
-
+    from .cli import add_design_options
     from .explicit import DEFAULT_GRAPH_CAP
 
     pg = sub.add_parser("graph", help="write the explicit engine's reachable state graph as graphviz DOT")
-    pg.add_argument("--design", default="current", help=f"release preset: {', '.join(PRESETS)} (default current)")
-    pg.add_argument("--without", action="append", default=[], metavar="FIX", help="turn a fix off")
-    pg.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]", help="turn a fix on")
-    pg.add_argument("--mutant", action="append", default=[], metavar="NAME", help="plant a bug (kvmc list)")
+    add_design_options(pg)
     pg.add_argument("--property", action="append", default=[], metavar="NAME", help="mark states violating these (default: all)")
     pg.add_argument("--config", required=True, metavar="NAME", help="the bounded config (its explicit bounds are enumerated)")
     pg.add_argument("--depth", type=int, default=3, help="scheduler iterations to explore (default 3)")

@@ -43,24 +43,12 @@ class FirstChoice:
         return False
 
 
-class Ops:
-    """Shared part of both interpretations: name scoping for choices."""
-
-    symbolic: bool = False
+class ChoiceScope:
+    """Qualified choice names (`prefill.evict.evict[3]`): the model's interpretations and the torch
+    pool's chooser (pool/choices.py) share this, so a trace's picks name the same questions."""
 
     def __init__(self) -> None:
         self._scope: list[str] = []
-        self._path: list[Any] = []
-
-    @contextmanager
-    def path(self, cond: Any) -> Iterator[None]:
-        """Code inside runs in both interpretations, but its `assume`s and choices only count when
-        `cond` holds (an assumption made on a path not taken must not constrain anything)."""
-        self._path.append(cond)
-        try:
-            yield
-        finally:
-            self._path.pop()
 
     @contextmanager
     def scope(self, name: str) -> Iterator[None]:
@@ -73,6 +61,26 @@ class Ops:
 
     def qualify(self, name: str) -> str:
         return ".".join([*self._scope, name])
+
+
+class Ops(ChoiceScope):
+    """Shared part of both interpretations: name scoping for choices, path conditions."""
+
+    symbolic: bool = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._path: list[Any] = []
+
+    @contextmanager
+    def path(self, cond: Any) -> Iterator[None]:
+        """Code inside runs in both interpretations, but its `assume`s and choices only count when
+        `cond` holds (an assumption made on a path not taken must not constrain anything)."""
+        self._path.append(cond)
+        try:
+            yield
+        finally:
+            self._path.pop()
 
     # helpers written in terms of the primitives; identical in both interpretations
     def implies(self, a: Any, b: Any) -> Any:

@@ -10,31 +10,21 @@ with the trace's recorded picks.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+from model.ops import ChoiceScope
 
 
 class ChoiceError(ValueError):
     """A recorded pick the pool cannot use (out of its range)."""
 
 
-class Chooser:
+class Chooser(ChoiceScope):
     policy_evict = False  # True: eviction follows the pool's own LRU policy, not picks
 
     def __init__(self) -> None:
-        self._scope: list[str] = []
+        super().__init__()
         self.asked: dict[str, Any] = {}
-
-    @contextmanager
-    def scope(self, name: str) -> Iterator[None]:
-        self._scope.append(name)
-        try:
-            yield
-        finally:
-            self._scope.pop()
-
-    def qualify(self, name: str) -> str:
-        return ".".join([*self._scope, name])
 
     def bool(self, name: str) -> bool:
         q = self.qualify(name)

@@ -9,21 +9,17 @@ back, which the ownership ledger shows as a double free (`conservation`).
 
 from __future__ import annotations
 
-from model import allocator, radix_cache, session
-from model.state import ROOT, State
+from model import allocator, schedule_batch
+from model.state import State
 from model.transition import Ctx
 
 REPLACES = "release_kv_cache"
 
 
 def replacement(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort: object = False) -> State:
-    i = x.cfg.slot_of(r)
-    if i is not None:
-        s = session.save_from_req(x, s, r, i)
-        s = x.branch(abort, lambda: session.release_session(x, s, i), lambda: s)
-    else:
-        s = radix_cache.cache_finished_req(x, s, r, is_insert, site)
-        over = x.ceil_page(s.kv_allocated_len[r]) - x.floor_page(s.kv_committed_len[r])  # planted: floor
-        s = allocator.free(x, s, over, over if x.cfg.hybrid_swa else 0)
-        s = s.set(req_pool_available=s.req_pool_available + 1)
-    return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+    # the real release frees [ceil(C), ceil(A)); starting at floor(C) frees [floor(C), ceil(C)) too
+    tail = x.ceil_page(s.kv_committed_len[r]) - x.floor_page(s.kv_committed_len[r])
+    s = schedule_batch.release_kv_cache.original(x, s, r, is_insert, site, abort)
+    if x.cfg.slot_of(r) is not None:  # a streaming turn's row goes to its session slot, not freed
+        return s
+    return allocator.free(x, s, tail, tail if x.cfg.hybrid_swa else 0)  # planted
