@@ -10,10 +10,13 @@ For each trace file:
 4. build the pool for the trace's config, design and parameters on `--device`, run one pool
    scheduler iteration per step with the step's recorded choices, and after every step map the
    pool's live objects to the model's variables (pool/abstraction.py) and compare them with the
-   recorded state; also compare the choices the pool asked with the recorded ones, and the tree's
+   recorded state; also compare the choices the pool asked with the recorded ones, the tree's
    counters and SGLang's busy check (computed by the pool from its objects) with the model's
-   values. The first difference is `diverged at step N: field=..., model=..., pool=...`: a kvmc
-   bug, exit status 1;
+   values, and the pool's ownership check on its tensors (pool/ownership.py: every page and row
+   owned exactly once) with the model's ownership ledger, pool by pool (`ownership.full`, ...: a
+   double allocation, double free or orphaned slot shows at the step it happens, even when no
+   mapped field does). The first difference is `diverged at step N: field=..., model=...,
+   pool=...`: a kvmc bug, exit status 1;
 5. at the end, the pool's own verdict (allocator returned None, busy check fired or crashed,
    ownership check failed: pool/ownership.py) must agree with the trace's: `reproduced` for a
    recorded violation, `passed` for a trace recorded as passing.
@@ -25,6 +28,8 @@ corrupt trace, not replayable). Bad input wins over divergence: fix the input fi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import glob
 import sys
 import time
@@ -69,6 +74,8 @@ class Outcome:
 
 
 def _first_difference(model: State, pool: State) -> tuple[str, Any, Any] | None:
+    if model == pool:  # the common case: one tuple comparison over every field (all fields are compared)
+        return None
     for f in FIELD_NAMES:
         a, b = getattr(model, f), getattr(pool, f)
         if isinstance(a, tuple):
@@ -93,15 +100,22 @@ def _picks_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> tuple[
     return None
 
 
-def _derived_difference(trace: Trace, state: State, sch: Any) -> tuple[str, Any, Any] | None:
-    """The tree counters and SGLang's busy check: model (from the recorded state) vs pool (from its
-    live objects)."""
-    from model import radix_cache
-    from model.invariant_checker import self_check_during_busy
+def _derived_ctx(trace: Trace) -> Any:
+    """The model's concrete context for `_derived_difference` (asks no choices: built once per trace)."""
     from model.ops import Concrete
     from model.system import System
 
-    x = System(trace.cfg, trace.design).ctx(Concrete(), trace.params)
+    return System(trace.cfg, trace.design).ctx(Concrete(), trace.params)
+
+
+def _derived_difference(trace: Trace, state: State, sch: Any, x: Any = None) -> tuple[str, Any, Any] | None:
+    """The tree counters and SGLang's busy check: model (from the recorded state) vs pool (from its
+    live objects). `x`: the trace's `_derived_ctx` (built here when not given)."""
+    from model import radix_cache
+    from model.invariant_checker import self_check_during_busy
+
+    if x is None:
+        x = _derived_ctx(trace)
     c = radix_cache.counters(x, state)
     t = sch.tree
     pairs = [("full_evictable_size", c.full_evictable, t.full_evictable_size_),
@@ -119,6 +133,23 @@ def _derived_difference(trace: Trace, state: State, sch: Any) -> tuple[str, Any,
                        ("busy_check.fired", bool(b.fired), bool(pb and pb.fired))):
         if m != p:
             return name, m, p
+    return None
+
+
+def _ownership_difference(x: Any, state: State, own: Any) -> tuple[str, Any, Any] | None:
+    """The pool's ownership check on its tensors (every page and row owned exactly once) against the
+    model's ownership ledger of the recorded state (specs/properties.py), pool by pool: a double
+    allocation, a double free or an orphaned slot is reported at the step it happens."""
+    from specs.properties import ledger
+
+    L = ledger(x, state)
+    pairs = [("ownership.full", L.full_ok, own.full)]
+    if own.swa is not None:
+        pairs.append(("ownership.swa", L.swa_ok, own.swa))
+    pairs.append(("ownership.rows", L.slots_ok, own.rows))
+    for name, m, p in pairs:
+        if bool(m) != p.ok:
+            return name, "exact" if m else "not exact", p.describe()
     return None
 
 
@@ -142,10 +173,32 @@ def validate(trace: Trace, file: str) -> None:
         raise ItfError(file, "states", f"the model cannot run this trace ({type(e).__name__}: {e})") from None
 
 
+@contextlib.contextmanager
+def _gc_frozen() -> Any:
+    """Keep the objects that exist before a replay (torch, the model, the trace) out of the cyclic
+    garbage collector's passes while it runs: a replay allocates many small tuples (states), and
+    full collections over the whole heap cost more than the pool's step itself. Objects the replay
+    creates are collected as usual; nothing changes if someone already froze the heap (nesting)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def replay_trace(trace: Trace, device: str = "cpu", file: str = "<trace>", check_model: bool = True,
                  compare_derived: bool = True, expect_violation: bool | None = None) -> Outcome:
     """Replay one parsed trace on the pool; never raises for a pool problem (that is a divergence)."""
-    from pool import ReplayChooser, Scheduler, to_state, violated
+    with _gc_frozen():
+        return _replay_trace(trace, device, file, check_model, compare_derived, expect_violation)
+
+
+def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compare_derived: bool,
+                  expect_violation: bool | None) -> Outcome:
+    from pool import ReplayChooser, Scheduler, ownership, to_state, violated
     from pool.mutants import missing
 
     t0 = time.perf_counter()
@@ -161,7 +214,12 @@ def replay_trace(trace: Trace, device: str = "cpu", file: str = "<trace>", check
     step = 0
     try:
         sch = Scheduler(trace.cfg, trace.design, trace.params, device=device)
+        x = _derived_ctx(trace) if compare_derived else None
+        own = None  # the last ownership check (reused by the verdict)
         d = _first_difference(trace.init, to_state(sch))
+        if d is None and compare_derived:
+            own = ownership.check(sch)
+            d = _ownership_difference(x, trace.init, own)
         if d:
             return Outcome(file, DIVERGED, 0, d[0], d[1], d[2], "initial state", 0, time.perf_counter() - t0)
         ch = ReplayChooser()
@@ -175,7 +233,10 @@ def replay_trace(trace: Trace, device: str = "cpu", file: str = "<trace>", check
             if d is None:
                 d = _picks_difference(st.picks, ch.asked)
             if d is None and compare_derived:
-                d = _derived_difference(trace, st.state, sch)
+                d = _derived_difference(trace, st.state, sch, x)
+            if d is None and compare_derived:
+                own = ownership.check(sch)
+                d = _ownership_difference(x, st.state, own)
             if d:
                 return Outcome(file, DIVERGED, step, d[0], d[1], d[2], "", step, time.perf_counter() - t0)
     except Exception as e:  # a pool failure on a trace the model follows is a kvmc bug, reported as such
@@ -186,7 +247,7 @@ def replay_trace(trace: Trace, device: str = "cpu", file: str = "<trace>", check
     if prop is None:
         return Outcome(file, PASSED, steps=n, seconds=secs, message="no property recorded; every state matched")
     try:
-        bad = violated(sch, prop)
+        bad = violated(sch, prop, own)
     except KeyError:
         return Outcome(file, ERROR, message=f"#meta.property: unknown property {prop!r}")
     if expect_violation is None:

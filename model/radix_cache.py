@@ -51,12 +51,18 @@ def on_device(x: Ctx, s: State, a: int) -> Any:
 
 def _under(x: Ctx, node: Any, a: int) -> Any:
     """Atom a is `node` or one of its ancestors (a lock taken at `node` covers a)."""
-    return x.or_(*[node == n for n in range(x.cfg.num_atoms) if a in x.shape.ancestors[n]])
+    anc = x.shape.ancestors
+    if type(node) is int and not x.ops.symbolic:  # concrete: the same answer without the disjunction
+        return 0 <= node < len(anc) and a in anc[node]
+    return x.or_(*[node == n for n in range(x.cfg.num_atoms) if a in anc[n]])
 
 
 def _at_or_below(x: Ctx, top: Any, a: int) -> Any:
     """Atom a is `top` or below it; everything is below ROOT (a uuid of None: unlock to the root)."""
-    return x.or_(top == ROOT, *[top == t for t in x.shape.ancestors[a]])
+    anc = x.shape.ancestors[a]
+    if type(top) is int and not x.ops.symbolic:
+        return top == ROOT or top in anc
+    return x.or_(top == ROOT, *[top == t for t in anc])
 
 
 def lockers(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Locker]:
@@ -71,10 +77,25 @@ def lockers(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Locker]:
     return out + list(extra)
 
 
+def _concrete(x: Ctx, ls: Sequence[Locker]) -> bool:
+    """Every locker is plain ints (the concrete interpretation): the lock sets can be walked up
+    from each locker's node instead of testing every (atom, locker) pair; same answers."""
+    return not x.ops.symbolic and all(type(n) is int and type(t) is int for _act, n, t in ls)
+
+
 def full_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
     """Per atom: `full_lock_ref > 0`."""
     ls = lockers(x, s, extra)
-    return [x.or_(*[x.and_(act, _under(x, n, a)) for act, n, _t in ls]) for a in range(x.cfg.num_atoms)]
+    K = x.cfg.num_atoms
+    if _concrete(x, ls):
+        anc = x.shape.ancestors
+        out = [False] * K
+        for act, n, _t in ls:
+            if act and 0 <= n < K:
+                for a in anc[n]:
+                    out[a] = True
+        return out
+    return [x.or_(*[x.and_(act, _under(x, n, a)) for act, n, _t in ls]) for a in range(K)]
 
 
 def swa_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
@@ -82,6 +103,16 @@ def swa_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
     if not x.cfg.hybrid_swa:
         return [False] * x.cfg.num_atoms
     ls = lockers(x, s, extra)
+    K = x.cfg.num_atoms
+    if _concrete(x, ls):
+        anc = x.shape.ancestors
+        hit = [False] * K
+        for act, n, t in ls:
+            if act and 0 <= n < K:
+                for a in anc[n]:
+                    if t == ROOT or t in anc[a]:
+                        hit[a] = True
+        return [hit[a] and not s.node_swa_tombstone[a] for a in range(K)]
     return [
         x.and_(x.not_(s.node_swa_tombstone[a]), x.or_(*[x.and_(act, _under(x, n, a), _at_or_below(x, t, a)) for act, n, t in ls]))
         for a in range(x.cfg.num_atoms)
@@ -415,6 +446,13 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
     m = len(chain)
     backup = x.choose_bool(f"{site}.write_backup") if x.cfg.hicache else False
     s0 = s  # placement is decided on the chain as it was before this insert
+    if x.cfg.hicache:
+        # write-through keeps "on host => parent on host": since #25065 `write_backup` first backs up
+        # the node's unbacked ancestors (UnifiedRadixCache.write_backup, "parent must be backuped
+        # first"). Every existing node on the request's path is an ancestor of the new ones.
+        backs_up = x.and_(backup, create_norm)
+        for a in x.shape.path[r]:
+            s = s.node(a, node_host=x.or_(s.node_host[a], x.and_(backs_up, s0.node_len[a] > 0)))
     placed_t: Any = False
     placed_n: Any = False
     for k, a in enumerate(chain):

@@ -12,7 +12,8 @@ timing (one step is one whole iteration of `event_loop_normal`), and the overlap
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+import operator
+from dataclasses import dataclass, fields
 from typing import Any
 
 # Req status (where the request is in the scheduler's queues)
@@ -119,7 +120,7 @@ class State:
 
     # -- functional updates ---------------------------------------------------------------------
     def set(self, **kw: Any) -> "State":
-        return replace(self, **kw)
+        return _replace(self, kw)
 
     def _set_at(self, group: tuple[str, ...], i: int, kw: dict[str, Any]) -> "State":
         upd = {}
@@ -128,7 +129,7 @@ class State:
                 raise AttributeError(f"{k!r} is not one of {group}")
             t = getattr(self, k)
             upd[k] = t[:i] + (v,) + t[i + 1 :]
-        return replace(self, **upd)
+        return _replace(self, upd)
 
     def req(self, r: int, **kw: Any) -> "State":
         """Update fields of request slot r."""
@@ -153,10 +154,24 @@ class State:
                 upd[f.name] = tuple(x if x is y else ops.ite(cond, x, y) for x, y in zip(a, b))
             else:
                 upd[f.name] = ops.ite(cond, a, b)
-        return replace(self, **upd) if upd else self
+        return _replace(self, upd) if upd else self
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 FIELD_NAMES = tuple(f.name for f in fields(State))
+_ALL_FIELDS = operator.attrgetter(*FIELD_NAMES)
+_FIELD_INDEX = {f: i for i, f in enumerate(FIELD_NAMES)}
+
+
+def _replace(s: State, upd: dict[str, Any]) -> State:
+    """`dataclasses.replace(s, **upd)`, without its per-call field introspection (states are
+    updated on every transition)."""
+    vals = list(_ALL_FIELDS(s))
+    for k, v in upd.items():
+        i = _FIELD_INDEX.get(k)
+        if i is None:
+            raise TypeError(f"State has no field {k!r}")
+        vals[i] = v
+    return type(s)(*vals)

@@ -65,6 +65,8 @@ def params_ok(x: Ctx) -> Any:
         if a > 0:  # device nodes are a prefix of the chain (eviction is leaf-first)
             cons.append(x.implies(x.and_(p.warm_len[a] > 0, p.warm_device[a]), x.and_(p.warm_len[a - 1] > 0, p.warm_device[a - 1])))
             cons.append(x.implies(p.warm_len[a] > 0, p.warm_len[a - 1] > 0))
+            # write-through backs a node up only after its parent (#25065): host copies are a prefix too
+            cons.append(x.implies(x.and_(p.warm_len[a] > 0, p.warm_host[a]), p.warm_host[a - 1]))
         if not cfg.hicache:
             cons.append(x.not_(p.warm_host[a]))
     return x.and_(*cons)
@@ -311,6 +313,7 @@ def event_loop_iteration(x: Ctx, s: State) -> State:
     s, ad = get_new_batch_prefill(x, s)
     has_prefill = x.or_(*ad.can_run)
     has_running = x.or_(*[s.status[r] == RUNNING for r in range(x.cfg.num_reqs)])
+
     def prefill() -> State:
         with x.scope("prefill"):
             return run_prefill_batch(x, s, ad)

@@ -38,7 +38,6 @@ class TransitionInfo:
 
 
 REGISTRY: dict[str, TransitionInfo] = {}
-HINTS = [True]  # symbolic: name each transition's changed fields (see _name_state)
 
 
 def transition(models: str, modifies: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -110,6 +109,21 @@ class TreeShape:
         )
 
 
+_SHAPES: dict[int, tuple[Any, TreeShape]] = {}  # id(cfg) -> (cfg, its shape): a Config is frozen but not hashable
+
+
+def _shape_of(cfg: Config) -> TreeShape:
+    """`TreeShape.of(cfg)`, computed once per Config object (a concrete run builds a Ctx per step)."""
+    hit = _SHAPES.get(id(cfg))
+    if hit is not None and hit[0] is cfg:
+        return hit[1]
+    if len(_SHAPES) >= 256:
+        _SHAPES.clear()
+    sh = TreeShape.of(cfg)
+    _SHAPES[id(cfg)] = (cfg, sh)
+    return sh
+
+
 class Ctx:
     """Everything a transition reads besides the state: the interpretation, the bounded config,
     the design (fix flags, mutants) and the symbolic constants."""
@@ -148,7 +162,7 @@ class Ctx:
     def shape(self) -> "TreeShape":
         sh = self.__dict__.get("_shape")
         if sh is None:
-            sh = self.__dict__["_shape"] = TreeShape.of(self.cfg)
+            sh = self.__dict__["_shape"] = _shape_of(self.cfg)
         return sh
 
     def choose_bool_when(self, name: str, cond: Any) -> Any:

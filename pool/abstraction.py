@@ -27,6 +27,7 @@ from .scheduler import (
 )
 
 STATUS = {"new": 0, "waiting": 1, "chunked": 2, "running": 3, "finished": 4}
+_NEW, _WAITING, _CHUNKED, _RUNNING, _FINISHED = (STATUS[k] for k in ("new", "waiting", "chunked", "running", "finished"))
 
 
 class AbstractionError(RuntimeError):
@@ -45,27 +46,65 @@ def _atom(h: LockHandle | None, uuid: bool = False) -> int:
 
 
 def to_state(sch: Scheduler) -> State:
+    """One walk over the tree (atoms and the counters' recount together), one pass per request and
+    session slot; plain Python values only (no tensor is read)."""
     cfg = sch.cfg
     K = cfg.num_atoms
-    nodes: dict[int, Any] = {}
-    for n in sch.tree.nodes():
-        if n.atom is None:
-            raise AbstractionError(f"tree node {n} stands for no model atom (request {n.owner} inserted more than "
-                                   f"private_atoms={cfg.private_atoms} nodes)")
-        if n.atom in nodes:
-            raise AbstractionError(f"two tree nodes stand for atom {n.atom}: {nodes[n.atom]} and {n}")
-        nodes[n.atom] = n
-    fe, fp, se, sp = sch.tree.recount()
     t = sch.tree
     hyb, hic = cfg.hybrid_swa, cfg.hicache
+    nodes: list[Any] = [None] * K
+    node_len = [0] * K
+    node_device = [not hic] * K
+    node_host = [False] * K
+    node_tomb = [False] * K
+    fe = fp = se = sp = 0
+    stack = list(t.root.children)
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        a = n.atom
+        if a is None:
+            raise AbstractionError(f"tree node {n} stands for no model atom (request {n.owner} inserted more than "
+                                   f"private_atoms={cfg.private_atoms} nodes)")
+        if nodes[a] is not None:
+            raise AbstractionError(f"two tree nodes stand for atom {a}: {nodes[a]} and {n}")
+        nodes[a] = n
+        L = len(n.key)
+        node_len[a] = L
+        node_host[a] = n.host_value is not None
+        node_tomb[a] = n.swa_tombstone
+        if n.value is None:
+            continue
+        if hic:
+            node_device[a] = True
+        if n.full_lock_ref > 0:
+            fp += L
+        else:
+            fe += L
+        if hyb and not n.swa_tombstone:
+            if n.swa_lock_ref > 0:
+                sp += L
+            else:
+                se += L
     reqs = sch.reqs
+    running = {id(r) for r in sch.running}
+    chunked = {id(r) for r in sch.chunked}
+    waiting = {id(r) for r in sch.waiting}
 
-    def per_atom(f: Any) -> tuple:
-        return tuple(f(nodes.get(a)) for a in range(K))
+    def status(r: Any) -> int:
+        i = id(r)
+        if i in running:
+            return _RUNNING
+        if i in chunked:
+            return _CHUNKED
+        if i in waiting:
+            return _WAITING
+        return _FINISHED if r.finished else _NEW
 
     def last(req: Any) -> int:
         return VIRTUAL if req.virtual else _atom(req.lock)
 
+    slots = sch.slots
     return State(
         full_available=sch.alloc.full_available_size(),
         swa_available=sch.alloc.swa_available_size() if hyb else 0,
@@ -74,11 +113,11 @@ def to_state(sch: Scheduler) -> State:
         full_protected_drift=t.full_protected_size_ - fp,
         swa_evictable_drift=(t.swa_evictable_size_ - se) if hyb else 0,
         swa_protected_drift=(t.swa_protected_size_ - sp) if hyb else 0,
-        node_len=per_atom(lambda n: len(n) if n is not None else 0),
-        node_device=per_atom(lambda n: (n is not None and n.value is not None) if hic else True),
-        node_host=per_atom(lambda n: n is not None and n.host_value is not None),
-        node_swa_tombstone=per_atom(lambda n: n is not None and n.swa_tombstone),
-        status=tuple(STATUS[sch.status_of(r)] for r in reqs),
+        node_len=tuple(node_len),
+        node_device=tuple(node_device),
+        node_host=tuple(node_host),
+        node_swa_tombstone=tuple(node_tomb),
+        status=tuple(status(r) for r in reqs),
         origin_input_len=tuple(r.origin_input_len for r in reqs),
         output_len=tuple(r.output_len for r in reqs),
         kv_allocated_len=tuple(r.kv_allocated_len for r in reqs),
@@ -91,15 +130,15 @@ def to_state(sch: Scheduler) -> State:
         load_back_node=tuple(_atom(r.load_back) for r in reqs),
         load_back_swa_top=tuple(_atom(r.load_back, True) if hyb else ROOT for r in reqs),
         turn=tuple(r.turn for r in reqs),
-        slot_holding=tuple(s.holding for s in sch.slots),
-        slot_kv_allocated_len=tuple(s.kv_allocated_len for s in sch.slots),
-        slot_kv_committed_len=tuple(s.kv_committed_len for s in sch.slots),
-        slot_cache_protected_len=tuple(s.cache_protected_len for s in sch.slots),
-        slot_swa_evicted_seqlen=tuple(s.swa_evicted_seqlen for s in sch.slots),
-        slot_last_node=tuple(last(s) for s in sch.slots),
-        slot_swa_lock_top=tuple(ROOT if (s.virtual or not hyb) else _atom(s.lock, True) for s in sch.slots),
-        slot_is_active=tuple(s.is_active for s in sch.slots),
-        slot_closed=tuple(s.closed for s in sch.slots),
+        slot_holding=tuple(s.req_pool_idx is not None for s in slots),
+        slot_kv_allocated_len=tuple(s.kv_allocated_len for s in slots),
+        slot_kv_committed_len=tuple(s.kv_committed_len for s in slots),
+        slot_cache_protected_len=tuple(s.cache_protected_len for s in slots),
+        slot_swa_evicted_seqlen=tuple(s.swa_evicted_seqlen for s in slots),
+        slot_last_node=tuple(last(s) for s in slots),
+        slot_swa_lock_top=tuple(ROOT if (s.virtual or not hyb) else _atom(s.lock, True) for s in slots),
+        slot_is_active=tuple(s.is_active for s in slots),
+        slot_closed=tuple(s.closed for s in slots),
         last_batch=sch.last_batch,
         oom=sch.oom,
     )

@@ -42,6 +42,7 @@ class PagedAllocator:
         self.size, self.page_size, self.device, self.name = size, page_size, device, name
         self.num_pages = size // page_size
         self.free_pages = torch.arange(1, self.num_pages + 1, dtype=I64, device=device)
+        self._page_offsets = torch.arange(page_size, dtype=I64, device=device)  # token offsets within a page
 
     # -- sizes --------------------------------------------------------------------------------
     def available_size(self) -> int:
@@ -56,7 +57,9 @@ class PagedAllocator:
 
     def _tokens_of(self, pages: torch.Tensor) -> torch.Tensor:
         ps = self.page_size
-        return (pages[:, None] * ps + torch.arange(ps, dtype=I64, device=self.device)[None, :]).reshape(-1)
+        if ps == 1:  # token index == page index; a copy, so the result never aliases the free list
+            return pages.clone()
+        return (pages[:, None] * ps + self._page_offsets[None, :]).reshape(-1)
 
     def alloc(self, n: int) -> torch.Tensor | None:
         """n tokens (a page multiple) as whole pages; None when short."""

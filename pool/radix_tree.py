@@ -461,6 +461,15 @@ class RadixTree:
             self.alloc.free(row(start, start + tomb_len))
         elif new_len > 0:
             parent = node
+            if backup:  # write-through: unbacked ancestors first (#25065, "parent must be backuped first")
+                up: list[TreeNode] = []
+                anc = node
+                while anc is not self.root:
+                    up.append(anc)
+                    anc = anc.parent  # type: ignore[assignment]
+                for a in reversed(up):
+                    if a.host_value is None:
+                        self.write_backup(a, len(a))
             if tomb_len > 0:
                 parent = self.add_node(parent, tokens(start, start + tomb_len), row(start, start + tomb_len), owner,
                                        None, tombstone=True, host_copy=backup)

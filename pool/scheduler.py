@@ -54,7 +54,7 @@ def floor_page(x: int, ps: int) -> int:
     return (x // ps) * ps
 
 
-@dataclass
+@dataclass(eq=False)  # a request is itself: queue membership (`req in self.running`) is by identity
 class Req:
     rid: int
     origin_input_len: int
@@ -75,7 +75,7 @@ class Req:
     decode_batch_idx: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class SessionSlot:
     rid: int
     req_pool_idx: int | None = None  # None: holds no KV
@@ -118,8 +118,8 @@ class PrefillAdder:
         cfg = sch.cfg
         num, den = cfg.new_token_ratio
         self.ratio = Fraction(num, den)
-        self.rem_total_token_offset: Fraction = sum(
-            (self.ratio * sch.max_new_remaining(r) for r in sch.running), Fraction(0))
+        # sum(ratio * remaining) == ratio * sum(remaining), exactly (one Fraction product)
+        self.rem_total_token_offset: Fraction = self.ratio * sum(sch.max_new_remaining(r) for r in sch.running)
         self.cur_rem_token_offset = 0
         self.rem_input_tokens = sch.p.max_prefill_tokens
         self.rem_chunk_tokens: int | None = sch.p.chunked_prefill_size if cfg.chunked_prefill else None

@@ -36,7 +36,8 @@ def counters_exact(x: Ctx, s: State) -> Any:
 
 def tree_shape(x: Ctx, s: State) -> Any:
     """Existing nodes hang off existing nodes; device nodes off device nodes; lengths are pages;
-    an evicted node keeps a host copy."""
+    an evicted node keeps a host copy; a backed-up node's parent is backed up (HiCache
+    write-through, #25065)."""
     K = x.cfg.num_atoms
     c = []
     for a in range(K):
@@ -47,6 +48,8 @@ def tree_shape(x: Ctx, s: State) -> Any:
         if p >= 0 and x.cfg.owner(a) == x.cfg.owner(p):  # the private chain and the warm chain are prefixes
             c.append(x.implies(L > 0, s.node_len[p] > 0))
             c.append(x.implies(x.and_(L > 0, s.node_device[a]), s.node_device[p]))
+        if p >= 0 and x.cfg.hicache:  # write-through backs up parents first (#25065)
+            c.append(x.implies(x.and_(L > 0, s.node_host[a], s.node_len[p] > 0), s.node_host[p]))
     return x.and_(*c)
 
 
@@ -204,7 +207,7 @@ LEMMAS: dict[str, Lemma] = {
     for lm in [
         Lemma("typing", "every field holds a value of its type; absent features keep their constants", typing),
         Lemma("counters_exact", "SGLang's evictable/protected counters have no drift from the lock bookkeeping", counters_exact),
-        Lemma("tree_shape", "chains are prefixes, device nodes under device nodes, page-aligned lengths", tree_shape),
+        Lemma("tree_shape", "chains are prefixes, device nodes under device nodes, host copies under host copies, page-aligned lengths", tree_shape),
         Lemma("request_lengths", "a request's status fixes its length relations and its tree prefix", request_lengths),
         Lemma("session_slots", "session slots hold consistent lengths; a restored turn's slot holds KV", session_slots),
         Lemma("chunked_fits", "a chunked request's remaining prefill fits what its admission reserved", chunked_fits),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,26 @@ def test_corrupt_is_not_divergence() -> None:
     t.steps[-1].state = bad
     o = replay_trace(t)
     assert o.status == ERROR and "full_available" in o.message
+
+
+def test_ownership_checked_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool bug no mapped field shows (decode writes its new slot one row position early: the
+    counters balance, the slot at C-1 is orphaned and position C points at the reserved page) is
+    caught by the ownership check at the first decode step, not at the end of the trace."""
+    from model.state import DECODE_BATCH
+    from pool.allocator import ReqToTokenPool
+
+    walks = (random_walk(CONFIGS["small"], PRESETS["current"], 10, seed) for seed in range(50))
+    t = next(w for w in walks if any(st.state.last_batch == DECODE_BATCH for st in w.steps))
+    assert replay_trace(t).ok
+    first_decode = next(i for i, st in enumerate(t.steps, 1) if st.state.last_batch == DECODE_BATCH)
+    write = ReqToTokenPool.write
+
+    def early(self: ReqToTokenPool, r: int, lo: int, idx) -> None:  # noqa: ANN001
+        decode = sys._getframe(1).f_code.co_name == "alloc_for_decode"
+        write(self, r, lo - 1 if decode else lo, idx)
+
+    monkeypatch.setattr(ReqToTokenPool, "write", early)
+    o = replay_trace(t)
+    assert o.status == DIVERGED and o.field == "ownership.full" and o.step == first_decode, o.line()
+    assert replay_trace(t, compare_derived=False).ok  # the mapped fields alone do not see it
