@@ -83,18 +83,26 @@ def _concrete(x: Ctx, ls: Sequence[Locker]) -> bool:
     return not x.ops.symbolic and all(type(n) is int and type(t) is int for _act, n, t in ls)
 
 
+def _covered(x: Ctx, ls: Sequence[Locker], swa: bool) -> list[bool]:
+    """Concretely: the atoms a lock covers, walked up from each locker's node (for the SWA lock,
+    only up to its uuid node)."""
+    anc = x.shape.ancestors
+    K = x.cfg.num_atoms
+    hit = [False] * K
+    for act, n, t in ls:
+        if act and 0 <= n < K:
+            for a in anc[n]:
+                if not swa or t == ROOT or t in anc[a]:
+                    hit[a] = True
+    return hit
+
+
 def full_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
     """Per atom: `full_lock_ref > 0`."""
     ls = lockers(x, s, extra)
     K = x.cfg.num_atoms
     if _concrete(x, ls):
-        anc = x.shape.ancestors
-        out = [False] * K
-        for act, n, _t in ls:
-            if act and 0 <= n < K:
-                for a in anc[n]:
-                    out[a] = True
-        return out
+        return _covered(x, ls, swa=False)
     return [x.or_(*[x.and_(act, _under(x, n, a)) for act, n, _t in ls]) for a in range(K)]
 
 
@@ -105,13 +113,7 @@ def swa_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
     ls = lockers(x, s, extra)
     K = x.cfg.num_atoms
     if _concrete(x, ls):
-        anc = x.shape.ancestors
-        hit = [False] * K
-        for act, n, t in ls:
-            if act and 0 <= n < K:
-                for a in anc[n]:
-                    if t == ROOT or t in anc[a]:
-                        hit[a] = True
+        hit = _covered(x, ls, swa=True)
         return [hit[a] and not s.node_swa_tombstone[a] for a in range(K)]
     return [
         x.and_(x.not_(s.node_swa_tombstone[a]), x.or_(*[x.and_(act, _under(x, n, a), _at_or_below(x, t, a)) for act, n, t in ls]))
