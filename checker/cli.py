@@ -251,8 +251,15 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
     for c in report.configs:
         extra = ""
         if c.proof:
-            extra = f"; {c.proof.get('k', 1)}-induction " + ("closed" if c.proof.get("closed") else "did not close" + (
-                f" ({', '.join(c.proof.get('failed') or [])})" if c.proof.get("failed") else ""))
+            k = c.proof.get("k", 1)
+            if c.proof.get("closed"):
+                extra = f"; {k}-induction closed"
+            elif c.proof.get("proved"):
+                extra = (f"; {k}-induction proved {', '.join(c.proof['proved'])}, not "
+                         f"{', '.join(c.proof.get('failed') or [])}")
+            else:
+                extra = f"; {k}-induction did not close" + (
+                    f" ({', '.join(c.proof.get('failed') or [])})" if c.proof.get("failed") else "")
         out.append(f"config {c.config}  [{c.seconds:.1f}s{extra}]")
         for r in c.results.values():
             w = r.words()

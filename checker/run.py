@@ -21,6 +21,7 @@ from typing import Any, Callable
 from model.config import Config
 from model.designs import FIXES, Design
 from model.system import System
+from specs.lemmas import LEMMAS
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
 
@@ -109,19 +110,25 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
             return False
         from .induction import KInduction
 
-        res = KInduction(system, open_props, timeout_ms=timeout_ms).step_case(1)
-        proof.update(k=1, closed=res.closed, unknown=res.unknown, failed=res.failed, seconds=res.seconds, at_depth=t,
-                     cti=res.cti)
-        return res.closed
+        # Houdini at k=1 over the open properties and the lemmas that held in every BMC depth so far
+        # (a lemma the BMC dropped failed from the initial state on: assuming it would be unsound).
+        # The properties left in the inductive set are proved even when others are not.
+        gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}
+        h = KInduction(system, open_props, lemmas=[n for n in LEMMAS if n not in gone], timeout_ms=timeout_ms).houdini(1)
+        failed = [p for p in open_props if p not in h.proved]
+        cti = next((c for c, _f in h.ctis.values()), None)
+        proof.update(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
+                     seconds=h.seconds, at_depth=t, cti=cti)
+        return not failed
 
     results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
                       stop=stop_for_proof, stop_on_violation=not keep_going)
-    if proof.get("closed"):
-        for r in results.values():
-            if r.verdict is Verdict.HOLDS_TO_DEPTH:
-                r.verdict = Verdict.PROVED
-                r.meta["bmc_depth"] = r.depth
-                r.depth = 1
+    for name in proof.get("proved", []):
+        r = results.get(name)
+        if r is not None and r.verdict is Verdict.HOLDS_TO_DEPTH:
+            r.verdict = Verdict.PROVED
+            r.meta["bmc_depth"] = r.depth
+            r.depth = 1
     return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
 
 
