@@ -179,37 +179,74 @@ class KInduction:
         failed = [n for n, g in goals.items() if z3.is_false(m.eval(g, model_completion=True))]
         return StepResult(False, False, failed, self._cti(m, params, states), time.perf_counter() - t0)
 
-    def houdini(self, k: int) -> HoudiniResult:
-        """Drop the candidates that fail the step case until the rest is k-inductive."""
+    def houdini(self, k: int, split_on_unknown: bool = True) -> HoudiniResult:
+        """Drop the candidates that fail the step case until the rest is k-inductive. When the joint
+        query is unknown and `split_on_unknown`, go on with one query per candidate; otherwise
+        nothing is proved."""
         t0 = time.perf_counter()
         solver, params, states, goals, acts = self._encode(k)
         active = [n for n in acts]
         res = HoudiniResult(k, [], [])
+        one_by_one = False  # after a joint query the solver could not answer
         while any(n in self.props for n in active):
-            res.queries += 1
             assume = [acts[n] if n in active else z3.Not(acts[n]) for n in acts]
-            r = solver.check(*assume)
-            if r == z3.unknown:
-                res.unknown = solver.reason_unknown()
-                active = []
-                break
-            if r == z3.unsat:
-                break
-            m = solver.model()
-            failed = [n for n in active if z3.is_false(m.eval(goals[n], model_completion=True))]
+            if one_by_one:
+                failed, m, solver = self._one_by_one(k, active, res)
+                if not failed:
+                    break
+            else:
+                res.queries += 1
+                r = solver.check(*assume)
+                if r == z3.unknown and not split_on_unknown:
+                    res.unknown = solver.reason_unknown()
+                    active = []
+                    break
+                if r == z3.unknown:
+                    # the joint query is too hard: ask each active candidate alone (a fresh solver per
+                    # query; one used past a timeout has answered sat wrongly). An unknown then drops
+                    # only that candidate, so what remains is still shown inductive by unsat answers.
+                    res.unknown = solver.reason_unknown()
+                    one_by_one = True
+                    continue
+                if r == z3.unsat:
+                    break
+                m = solver.model()
+                failed = [n for n in active if z3.is_false(m.eval(goals[n], model_completion=True))]
             if not failed:  # cannot happen: the goal says some active candidate fails
                 raise AssertionError(f"step case k={k}: a model in which no active candidate fails")
             cti = None
             for n in failed:
+                if m is None:  # one-by-one mode, the solver gave up on n
+                    res.dropped[n] = f"step case at k={k}: solver unknown on its own query (not proved)"
+                    continue
                 if n in self.props:
                     cti = cti or self._cti(m, params, states)
                     res.ctis[n] = (cti, failed)
                 res.dropped[n] = f"fails the step case at k={k} (with {', '.join(f for f in failed if f != n) or 'nothing else'} failing)"
             active = [n for n in active if n not in failed]
+        if one_by_one:
+            res.unknown = ""  # the per-candidate queries settled it (their unknowns are in `dropped`)
         res.proved = [n for n in active if n in self.props]
         res.lemmas = [n[len("lemma:"):] for n in active if n.startswith("lemma:")]
         res.seconds = time.perf_counter() - t0
         return res
+
+    def _one_by_one(self, k: int, active: list[str], res: HoudiniResult) -> tuple[list[str], Any, Any]:
+        """Ask, for each active candidate alone, whether it can fail after k steps from states where
+        all active candidates hold. Returns (the candidates to drop, a model for the first that
+        fails or None if it was unknown, its solver); ([], None, None) when every query is unsat."""
+        for n in active:
+            solver, params, states, goals, acts = self._encode(k)
+            res.queries += 1
+            assume = [acts[c] if c in active else z3.Not(acts[c]) for c in acts]
+            r = solver.check(*assume, z3.Not(goals[n]))
+            if r == z3.unsat:
+                continue
+            if r == z3.unknown:
+                return [n], None, solver
+            m = solver.model()  # same symbol names as every encoding: the CTI reads it on any of them
+            return [c for c in active if z3.is_false(m.eval(goals[c], model_completion=True))] or [n], m, solver
+        return [], None, None
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run

@@ -93,6 +93,9 @@ class Report:
 Progress = Callable[[str, int, float, dict[str, str]], None]
 
 
+PROOF_ATTEMPT_MS = 30_000  # per step query of the check's own 1-induction attempt (`--engine induction` has its own)
+
+
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
                  timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True,
                  keep_going: bool = True) -> ConfigReport:
@@ -114,7 +117,10 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         # (a lemma the BMC dropped failed from the initial state on: assuming it would be unsound).
         # The properties left in the inductive set are proved even when others are not.
         gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}
-        h = KInduction(system, open_props, lemmas=[n for n in LEMMAS if n not in gone], timeout_ms=timeout_ms).houdini(1)
+        # an opportunistic attempt: without --timeout each step query gets PROOF_ATTEMPT_MS, then it
+        # is unknown and nothing is proved (on hybrid_swa the step query runs for many minutes)
+        h = KInduction(system, open_props, lemmas=[n for n in LEMMAS if n not in gone],
+                       timeout_ms=timeout_ms or PROOF_ATTEMPT_MS).houdini(1, split_on_unknown=False)
         failed = [p for p in open_props if p not in h.proved]
         cti = next((c for c, _f in h.ctis.values()), None)
         proof.update(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),

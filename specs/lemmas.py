@@ -202,6 +202,78 @@ def typing(x: Ctx, s: State) -> Any:
     return x.and_(*c)
 
 
+def _at_or_above(x: Ctx, top: Any, node: Any, path: Any) -> Any:
+    """`top` is ROOT, or an atom of `path` that is `node` or one of its ancestors."""
+    return x.or_(top == ROOT, *[x.and_(top == t, _on_path(x, node, t)) for t in path])
+
+
+def swa_locks(x: Ctx, s: State) -> Any:
+    """Hybrid SWA: a lock's `swa_uuid_for_lock` node is the lock node or one of its ancestors (or
+    None): `inc_lock_ref(node)` walks up from `node` and records the node where the window is
+    reached, and every locker records the pair (node, uuid) together (ROOT, ROOT when unlocked)."""
+    if not x.cfg.hybrid_swa:
+        return True
+    c = []
+    for r in range(x.cfg.num_reqs):
+        path = x.shape.path[r]
+        c.append(_at_or_above(x, s.swa_lock_top[r], s.last_node[r], path))
+        if x.cfg.hicache:
+            c.append(_at_or_above(x, s.load_back_swa_top[r], s.load_back_node[r], path))
+    for i, r in enumerate(x.cfg.streaming_sessions):
+        c.append(_at_or_above(x, s.slot_swa_lock_top[i], s.slot_last_node[i], x.shape.path[r]))
+    return x.and_(*c)
+
+
+def request_rows(x: Ctx, s: State) -> Any:
+    """A request that does not hold KV has an empty row: NEW and WAITING requests have A = C = P = 0
+    and E = 0 (a retraction resets all four, as does the next turn of a session), and so does
+    a chunked request's E: the admission sets E from the match (0 outside sessions) and
+    `_evict_swa` only runs in a decode step, on running requests. (So the stash of a chunked
+    request, which inserts with E = P, never frees SWA slots it released.) A request that has not
+    arrived yet has inserted nothing: its private chain is empty (only r inserts into it)."""
+    c = []
+    for r in range(x.cfg.num_reqs):
+        st = s.status[r]
+        idle = x.or_(st == NEW, st == WAITING)
+        c.append(x.implies(idle, x.and_(s.kv_allocated_len[r] == 0, s.kv_committed_len[r] == 0,
+                                        s.cache_protected_len[r] == 0, s.swa_evicted_seqlen[r] == 0)))
+        if x.cfg.slot_of(r) is None:
+            c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] == 0))
+            c.append(x.implies(st == NEW, x.and_(*[s.node_len[a] == 0 for a in x.shape.private[r]])))
+    return x.and_(*c)
+
+
+def private_chains(x: Ctx, s: State) -> Any:
+    """Outside sessions and HiCache, a running request's private chain is exactly the path to its
+    lock node: its prefill ended with `cache_unfinished_req` over all of [0, floor(C)), which
+    covers every node of its chain (each ends at or before the C of an earlier pass, and C only
+    grows) and locks the deepest; eviction only removes unlocked leaves. A request that still
+    needs its prefill has a chain no longer than its fill minus one (the chain ends at or before
+    an earlier C, and a running C is fill - 1)."""
+    c = []
+    for r in range(x.cfg.num_reqs):
+        if x.cfg.slot_of(r) is not None or x.cfg.hicache:
+            continue
+        st = s.status[r]
+        chain = x.shape.private[r]
+        for a in chain:
+            c.append(x.implies(x.and_(st == RUNNING, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
+        total = x.sum(s.node_len[a] for a in chain)
+        fill = s.origin_input_len[r] + s.output_len[r]
+        c.append(x.implies(x.or_(st == WAITING, st == CHUNKED, st == RUNNING), total <= fill - 1))
+        # Without output the request was never retracted (only a running request, which has an
+        # output token, is): a waiting one has inserted nothing yet, and a chunked one has built
+        # its chain only with its own stashes, each of which covered [P, floor(C)) entirely and
+        # locked its last node. Between its chunks (not in the last batch) that is all of C.
+        fresh = s.output_len[r] == 0
+        c.append(x.implies(x.and_(st == WAITING, fresh), total == 0))
+        for a in chain:
+            c.append(x.implies(x.and_(st == CHUNKED, fresh, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
+        c.append(x.implies(x.and_(st == CHUNKED, fresh, x.not_(s.in_last_batch[r])),
+                           s.cache_protected_len[r] == x.floor_page(s.kv_committed_len[r])))
+    return x.and_(*c)
+
+
 LEMMAS: dict[str, Lemma] = {
     lm.name: lm
     for lm in [
@@ -212,5 +284,8 @@ LEMMAS: dict[str, Lemma] = {
         Lemma("session_slots", "session slots hold consistent lengths; a restored turn's slot holds KV", session_slots),
         Lemma("chunked_fits", "a chunked request's remaining prefill fits what its admission reserved", chunked_fits),
         Lemma("pools_nonnegative", "allocators never go below zero and stay page aligned", pools_nonnegative),
+        Lemma("swa_locks", "a lock's swa_uuid_for_lock node is the lock node or one of its ancestors", swa_locks),
+        Lemma("request_rows", "NEW/WAITING rows are empty, a chunked request has released no SWA, a NEW request's chain is empty", request_rows),
+        Lemma("private_chains", "a running request's private chain is the path to its lock node; chains are shorter than the fill", private_chains),
     ]
 }
