@@ -107,3 +107,47 @@ def test_cli_induction_proves_conservation_and_no_prefill_oom(tmp_path: Any, cap
     verdicts = {r["property"]: (r["verdict"], r["depth"]) for r in cfg["results"]}
     assert verdicts == {"conservation": ("proved", 1), "no_prefill_oom": ("proved", 1)}
     assert cfg["proof"]["engine"] == "induction" and cfg["proof"]["closed"] is True
+
+
+def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the joint step query is unknown, Houdini asks each candidate alone: on `small` it then
+    proves what the joint query proves, and drops what fails (here: a planted bug makes
+    `conservation` fail the step), with the same answer as the joint mode."""
+    import z3
+
+    system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
+    props = ["conservation", "no_prefill_oom", "no_decode_oom"]
+    joint = KInduction(system, props).houdini(1)
+    assert "conservation" not in joint.proved and "no_prefill_oom" in joint.proved, joint
+
+    real_encode = KInduction._encode
+    calls = {"n": 0}
+
+    def encode_first_unknown(self: KInduction, k: int) -> Any:
+        out = real_encode(self, k)
+        calls["n"] += 1
+        if calls["n"] == 1:  # the joint query's solver answers unknown
+            solver = out[0]
+
+            class Unknown:
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(solver, name)
+
+                def check(self, *a: Any) -> Any:
+                    return z3.unknown
+
+                def reason_unknown(self) -> str:
+                    return "planted unknown"
+
+            return (Unknown(),) + tuple(out[1:])
+        return out
+
+    monkeypatch.setattr(KInduction, "_encode", encode_first_unknown)
+    split = KInduction(system, props).houdini(1)
+    assert calls["n"] > 2, "the per-candidate queries did not run"
+    assert sorted(split.proved) == sorted(joint.proved), (split, joint)
+    assert "conservation" in split.dropped and "conservation" in split.ctis
+    assert split.unknown == ""
+    calls["n"] = 0  # without the split, an unknown joint query proves nothing
+    none = KInduction(system, props).houdini(1, split_on_unknown=False)
+    assert none.proved == [] and none.unknown == "planted unknown", none
