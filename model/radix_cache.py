@@ -52,16 +52,12 @@ def on_device(x: Ctx, s: State, a: int) -> Any:
 def _under(x: Ctx, node: Any, a: int) -> Any:
     """Atom a is `node` or one of its ancestors (a lock taken at `node` covers a)."""
     anc = x.shape.ancestors
-    if type(node) is int and not x.ops.symbolic:  # concrete: the same answer without the disjunction
-        return 0 <= node < len(anc) and a in anc[node]
     return x.or_(*[node == n for n in range(x.cfg.num_atoms) if a in anc[n]])
 
 
 def _at_or_below(x: Ctx, top: Any, a: int) -> Any:
     """Atom a is `top` or below it; everything is below ROOT (a uuid of None: unlock to the root)."""
     anc = x.shape.ancestors[a]
-    if type(top) is int and not x.ops.symbolic:
-        return top == ROOT or top in anc
     return x.or_(top == ROOT, *[top == t for t in anc])
 
 
@@ -77,32 +73,10 @@ def lockers(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Locker]:
     return out + list(extra)
 
 
-def _concrete(x: Ctx, ls: Sequence[Locker]) -> bool:
-    """Every locker is plain ints (the concrete interpretation): the lock sets can be walked up
-    from each locker's node instead of testing every (atom, locker) pair; same answers."""
-    return not x.ops.symbolic and all(type(n) is int and type(t) is int for _act, n, t in ls)
-
-
-def _covered(x: Ctx, ls: Sequence[Locker], swa: bool) -> list[bool]:
-    """Concretely: the atoms a lock covers, walked up from each locker's node (for the SWA lock,
-    only up to its uuid node)."""
-    anc = x.shape.ancestors
-    K = x.cfg.num_atoms
-    hit = [False] * K
-    for act, n, t in ls:
-        if act and 0 <= n < K:
-            for a in anc[n]:
-                if not swa or t == ROOT or t in anc[a]:
-                    hit[a] = True
-    return hit
-
-
 def full_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
     """Per atom: `full_lock_ref > 0`."""
     ls = lockers(x, s, extra)
     K = x.cfg.num_atoms
-    if _concrete(x, ls):
-        return _covered(x, ls, swa=False)
     return [x.or_(*[x.and_(act, _under(x, n, a)) for act, n, _t in ls]) for a in range(K)]
 
 
@@ -111,10 +85,6 @@ def swa_locked(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Any]:
     if not x.cfg.hybrid_swa:
         return [False] * x.cfg.num_atoms
     ls = lockers(x, s, extra)
-    K = x.cfg.num_atoms
-    if _concrete(x, ls):
-        hit = _covered(x, ls, swa=True)
-        return [hit[a] and not s.node_swa_tombstone[a] for a in range(K)]
     return [
         x.and_(x.not_(s.node_swa_tombstone[a]), x.or_(*[x.and_(act, _under(x, n, a), _at_or_below(x, t, a)) for act, n, t in ls]))
         for a in range(x.cfg.num_atoms)
