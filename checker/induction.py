@@ -189,14 +189,13 @@ class KInduction:
         res = HoudiniResult(k, [], [])
         one_by_one = False  # after a joint query the solver could not answer
         while any(n in self.props for n in active):
-            assume = [acts[n] if n in active else z3.Not(acts[n]) for n in acts]
             if one_by_one:
-                failed, m, solver = self._one_by_one(k, active, res)
+                failed, m = self._one_by_one(k, active, res)
                 if not failed:
                     break
             else:
                 res.queries += 1
-                r = solver.check(*assume)
+                r = solver.check(*[acts[n] if n in active else z3.Not(acts[n]) for n in acts])
                 if r == z3.unknown and not split_on_unknown:
                     res.unknown = solver.reason_unknown()
                     active = []
@@ -231,10 +230,10 @@ class KInduction:
         res.seconds = time.perf_counter() - t0
         return res
 
-    def _one_by_one(self, k: int, active: list[str], res: HoudiniResult) -> tuple[list[str], Any, Any]:
+    def _one_by_one(self, k: int, active: list[str], res: HoudiniResult) -> tuple[list[str], Any]:
         """Ask, for each active candidate alone, whether it can fail after k steps from states where
         all active candidates hold. Returns (the candidates to drop, a model for the first that
-        fails or None if it was unknown, its solver); ([], None, None) when every query is unsat."""
+        fails, or None if it was unknown); ([], None) when every query is unsat."""
         for n in active:
             solver, params, states, goals, acts = self._encode(k)
             res.queries += 1
@@ -243,10 +242,10 @@ class KInduction:
             if r == z3.unsat:
                 continue
             if r == z3.unknown:
-                return [n], None, solver
+                return [n], None
             m = solver.model()  # same symbol names as every encoding: the CTI reads it on any of them
-            return [c for c in active if z3.is_false(m.eval(goals[c], model_completion=True))] or [n], m, solver
-        return [], None, None
+            return [c for c in active if z3.is_false(m.eval(goals[c], model_completion=True))] or [n], m
+        return [], None
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run
