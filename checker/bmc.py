@@ -98,6 +98,14 @@ class BMC:
         reached = max_depth
         cut_short = False
 
+        def rebuild() -> None:
+            """After an unknown: go on with a fresh solver holding the same assertions (a z3 solver
+            used past its timeout has later answered sat with a model that breaks its assertions)."""
+            nonlocal solver
+            kept = list(solver.assertions())
+            solver = self._solver()
+            solver.add(*kept)
+
         def timed_check(*assumptions: Any) -> Any:
             nonlocal solver_time
             ts = time.perf_counter()
@@ -126,11 +134,12 @@ class BMC:
                 solver.push()
                 solver.add(z3.Not(g))
                 ri = timed_check()
+                spent = ri == z3.unknown  # the solver ran past its timeout on some query
                 if ri == z3.sat:
                     model = solver.model()
                     if not n.startswith("lemma:"):
                         if self.minimize:
-                            model = self._minimize(solver, u, model)
+                            model, spent = self._minimize(solver, u, model)
                         try:
                             failing[n] = self._trace(u, model, t, n)
                         except TraceMismatch as e:  # never reported as a counterexample
@@ -140,6 +149,8 @@ class BMC:
                 elif ri == z3.unknown:
                     failing[n] = solver.reason_unknown()
                 solver.pop()
+                if spent:
+                    rebuild()
 
             # One query for all open goals; when it is sat, the goals false in its model are settled
             # one by one and the rest asked again together, so a depth costs one query per group of
@@ -159,6 +170,7 @@ class BMC:
                     break
                 if r == z3.unknown:  # ask each goal on its own
                     solver.pop()
+                    rebuild()
                     for n, g in pending:
                         settle(n, g)
                     break
@@ -198,6 +210,8 @@ class BMC:
                     solver.add(w)
                 rw = timed_check()
                 solver.pop()
+                if rw == z3.unknown:
+                    rebuild()
                 if rw == z3.sat:
                     witness[p.name] = t
             if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
@@ -239,7 +253,10 @@ class BMC:
         knobs = total([p.sliding_window_size, p.chunked_prefill_size, p.max_prefill_tokens])
         return [o for o in (pools, lengths, knobs) if o is not None]
 
-    def _minimize(self, solver: Any, u: Unrolling, model: Any) -> Any:
+    def _minimize(self, solver: Any, u: Unrolling, model: Any) -> tuple[Any, bool]:
+        """Smaller numbers for a failing model, objective by objective, within `minimize_rounds`
+        queries. Returns (the smallest model found, whether the solver gave up on a query)."""
+        gave_up = False
         budget = self.minimize_rounds
         for obj in self._objectives(u):
             solver.push()
@@ -249,6 +266,7 @@ class BMC:
                 solver.push()
                 solver.add(obj < best)
                 r = solver.check()
+                gave_up = gave_up or r == z3.unknown
                 if r != z3.sat:
                     solver.pop()
                     break
@@ -258,7 +276,7 @@ class BMC:
             solver.add(obj == best)  # keep this objective while tightening the next one
         for _ in self._objectives(u):
             solver.pop()
-        return model
+        return model, gave_up
 
     def _trace(self, u: Unrolling, model: Any, depth: int, prop: str) -> Trace:
         params = eval_params(u.params, model)

@@ -154,6 +154,8 @@ class ProgressPrinter:
         done = [f"{k}: {v}" for k, v in status.items() if v != "open" and not k.startswith("_")]
         solver = f" (solver {status['_solver_s']}s)" if "_solver_s" in status else ""
         line = f"[{config}] depth {depth} done, {elapsed:.1f}s{solver}" + (f"; {', '.join(done)}" if done else "")
+        if "_phase" in status:  # a long proof attempt between BMC depths
+            line = f"[{config}] {elapsed:.1f}s: {status['_phase']}"
         if self.tty:
             sys.stderr.write("\r\033[K" + line)
             sys.stderr.flush()

@@ -29,6 +29,7 @@ that would exclude it had it been inductive), so a person can add or repair a le
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ import z3
 
 from model.config import Params, symbolic_params
 from model.ops import Concrete, Symbolic
-from model.state import BOOL_FIELDS, FIELD_NAMES, State
+from model.state import BATCH_NAMES, BOOL_FIELDS, FIELD_NAMES, STATUS_NAMES, State
 from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES
@@ -114,15 +115,47 @@ class HoudiniResult:
     ctis: dict[str, tuple[Trace, list[str]]] = field(default_factory=dict)  # property -> (CTI, failing)
     unknown: str = ""  # the solver gave up: nothing was proved at this k
     queries: int = 0
+    split_cases: int = 0  # queries the solver could not answer whole, split into cases
     seconds: float = 0.0
 
 
+SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, then it is split
+NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
+
+
+def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[str, list[Any]]]:
+    """How to split a step query the solver cannot answer whole, coarsest first: the goal's
+    conjuncts (a state failing `a and b` fails one of them), the statuses of every request before
+    the last step, which batch the last step ran, and the statuses after it. Each split is a list
+    of cases whose disjunction is valid (a last "none of these" case closes each domain), so a
+    query is unsat exactly when it is unsat in every case."""
+    pre, post = states[-2], states[-1]
+    R = system.cfg.num_reqs
+    out: list[tuple[str, list[Any]]] = []
+    if z3.is_and(goal) and goal.num_args() > 1:
+        out.append(("goal conjunct", [z3.Not(c) for c in goal.children()]))
+
+    def domain(name: str, terms: list[Any], size: int) -> tuple[str, list[Any]]:
+        terms = [z3.IntVal(t) if isinstance(t, int) else t for t in terms]
+        cases = [z3.And(*[t == v for t, v in zip(terms, vals)]) for vals in itertools.product(range(size), repeat=len(terms))]
+        return name, cases + [z3.Or(*[z3.Or(t < 0, t >= size) for t in terms])]
+
+    if R:
+        out.append(domain("request statuses before the step", list(pre.status), len(STATUS_NAMES)))
+    out.append(domain("batch the step ran", [post.last_batch], len(BATCH_NAMES)))
+    if R:
+        out.append(domain("request statuses after the step", list(post.status), len(STATUS_NAMES)))
+    return out
+
+
 class KInduction:
-    def __init__(self, system: System, props: list[str], lemmas: list[str] | None = None, timeout_ms: int = 0) -> None:
+    def __init__(self, system: System, props: list[str], lemmas: list[str] | None = None, timeout_ms: int = 0,
+                 progress: Callable[[str], None] | None = None) -> None:
         self.system = system
         self.props = props
         self.lemmas = list(LEMMAS) if lemmas is None else lemmas
         self.timeout_ms = timeout_ms
+        self.progress = progress  # told what each step-case query is about, before it runs
 
     def _invariants(self) -> list[tuple[str, Any]]:
         out = [(p, PROPERTIES[p].holds) for p in self.props]
@@ -195,6 +228,8 @@ class KInduction:
                     break
             else:
                 res.queries += 1
+                if self.progress:
+                    self.progress(f"k={k} step case, {len(active)} candidates at once")
                 r = solver.check(*[acts[n] if n in active else z3.Not(acts[n]) for n in acts])
                 if r == z3.unknown and not split_on_unknown:
                     res.unknown = solver.reason_unknown()
@@ -232,20 +267,64 @@ class KInduction:
 
     def _one_by_one(self, k: int, active: list[str], res: HoudiniResult) -> tuple[list[str], Any]:
         """Ask, for each active candidate alone, whether it can fail after k steps from states where
-        all active candidates hold. Returns (the candidates to drop, a model for the first that
-        fails, or None if it was unknown); ([], None) when every query is unsat."""
+        all active candidates hold; a query the solver cannot answer whole is split into cases
+        (`_settle`). Returns (the candidates to drop, a model for the first that fails, or None if
+        it stayed unknown); ([], None) when every query is unsat."""
         for n in active:
-            solver, params, states, goals, acts = self._encode(k)
-            res.queries += 1
-            assume = [acts[c] if c in active else z3.Not(acts[c]) for c in acts]
-            r = solver.check(*assume, z3.Not(goals[n]))
+            r, m = self._settle(k, active, n, res)
             if r == z3.unsat:
                 continue
             if r == z3.unknown:
                 return [n], None
-            m = solver.model()  # same symbol names as every encoding: the CTI reads it on any of them
-            return [c for c in active if z3.is_false(m.eval(goals[c], model_completion=True))] or [n], m
+            enc_goals = self._encode(k)[3]  # same symbol names in every encoding: read the model on any
+            return [c for c in active if z3.is_false(m.eval(enc_goals[c], model_completion=True))] or [n], m
         return [], None
+
+    def _settle(self, k: int, active: list[str], n: str, res: HoudiniResult) -> tuple[Any, Any]:
+        """Can candidate n fail after k steps from states where every active candidate holds?
+        Asked whole first; if the solver gives up (after SPLIT_AFTER_MS while splits are left, the
+        full timeout on the last level), the query is split into cases (`case_splits`), each asked
+        the same way. The cases of a split cover every state, so the query is unsat iff every case
+        is; a sat case is a CTI; a case still unknown after the last split leaves n unproved.
+        Returns (z3 result, model when sat); `res.split_cases` counts the queries that were split."""
+        solver: Any = None
+        states: list[State] = []
+        goals: dict[str, Any] = {}
+        acts: dict[str, Any] = {}
+
+        def fresh() -> None:
+            nonlocal solver, states, goals, acts
+            solver, _params, states, goals, acts = self._encode(k)
+
+        fresh()
+        dims = case_splits(self.system, states, goals[n])
+        full = self.timeout_ms or NO_LIMIT_MS
+
+        def ask(cases: list[Any], level: int, where: str) -> tuple[Any, Any]:
+            if self.progress:
+                self.progress(f"k={k} step case for {n}{where} ({res.queries} queries)")
+            last = level >= len(dims)
+            ms = full if last else min(full, SPLIT_AFTER_MS)
+            solver.set("timeout", ms)
+            solver.push()
+            solver.add(z3.Not(goals[n]), *cases)
+            res.queries += 1
+            r = solver.check(*[acts[c] if c in active else z3.Not(acts[c]) for c in acts])
+            m = solver.model() if r == z3.sat else None
+            solver.pop()
+            if r == z3.unknown:
+                fresh()  # a solver used past a timeout has answered sat wrongly: start again
+            if r != z3.unknown or last:
+                return r, m
+            res.split_cases += 1
+            name, split = dims[level]
+            for i, case in enumerate(split):
+                r2, m2 = ask(cases + [case], level + 1, f"{where}, {name} case {i + 1}/{len(split)}")
+                if r2 != z3.unsat:
+                    return r2, m2
+            return z3.unsat, None
+
+        return ask([], 0, "")
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run
@@ -324,7 +403,8 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             next_k[0] += 1
             gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}  # failed in the base case
             lem = [n for n in use if n not in gone]
-            h = KInduction(system, todo, lem, timeout_ms=step_timeout).houdini(k)
+            tell = (lambda msg: progress(cfg.name, t, time.perf_counter() - t0, {"_phase": msg})) if progress else None
+            h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell).houdini(k)
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
                              "unknown": h.unknown or None, "queries": h.queries, "seconds": round(h.seconds, 2)})

@@ -151,3 +151,86 @@ def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest
     calls["n"] = 0  # without the split, an unknown joint query proves nothing
     none = KInduction(system, props).houdini(1, split_on_unknown=False)
     assert none.proved == [] and none.unknown == "planted unknown", none
+
+
+def test_case_splits_cover_every_state() -> None:
+    """Each split's cases are exhaustive (their disjunction is valid), which is what makes an unsat
+    answer in every case an unsat answer for the whole query."""
+    import z3
+
+    from checker.induction import case_splits
+
+    system = System(CONFIGS["hybrid_swa"], PRESETS["current"])
+    solver, _params, states, goals, _acts = KInduction(system, ["conservation"])._encode(1)
+    dims = case_splits(system, states, goals["conservation"])
+    assert [n for n, _ in dims] == ["goal conjunct", "request statuses before the step", "batch the step ran",
+                                    "request statuses after the step"]
+    for name, cases in dims:
+        s = z3.Solver()
+        s.add(z3.Not(z3.Or(*cases)))
+        if name == "goal conjunct":  # the conjuncts' negations cover the goal's negation
+            s.add(z3.Not(goals["conservation"]))
+        assert s.check() == z3.unsat, name
+    # and a split that left a case out would not be: the last case ("none of these") matters
+    _name, statuses = dims[1]
+    s = z3.Solver()
+    s.add(z3.Not(z3.Or(*statuses[:-1])))
+    assert s.check() == z3.sat
+
+
+def test_an_unknown_step_query_is_settled_case_by_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-candidate query the solver cannot answer whole is split into cases: with every whole
+    query made unknown, Houdini on `small` still proves what it proves without splitting and still
+    finds the planted bug's counterexample to induction, now in one of the cases."""
+    import z3
+
+    system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
+    props = ["conservation", "no_prefill_oom", "no_decode_oom"]
+    plain = KInduction(system, props).houdini(1)
+    assert "conservation" in plain.dropped and "no_prefill_oom" in plain.proved, plain
+
+    real_encode = KInduction._encode
+
+    def whole_queries_unknown(self: KInduction, k: int) -> Any:
+        out = real_encode(self, k)
+        solver = out[0]
+
+        class Splitting:
+            """Answers unknown to a query with no case added (a scope holding only the goal)."""
+
+            def __init__(self) -> None:
+                self.scopes: list[int] = []
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(solver, name)
+
+            def push(self) -> None:
+                self.scopes.append(0)
+                solver.push()
+
+            def pop(self) -> None:
+                self.scopes.pop()
+                solver.pop()
+
+            def add(self, *cs: Any) -> None:
+                if self.scopes:
+                    self.scopes[-1] += len(cs)
+                solver.add(*cs)
+
+            def check(self, *a: Any) -> Any:
+                if not self.scopes or self.scopes[-1] <= 1:
+                    return z3.unknown
+                return solver.check(*a)
+
+            def reason_unknown(self) -> str:
+                return "planted unknown"
+
+        return (Splitting(),) + tuple(out[1:])
+
+    monkeypatch.setattr(KInduction, "_encode", whole_queries_unknown)
+    split = KInduction(system, props).houdini(1)
+    assert split.split_cases >= len(props), split
+    assert sorted(split.proved) == sorted(plain.proved), (split, plain)
+    assert "conservation" in split.dropped and "conservation" in split.ctis, split
+    tr, failing = split.ctis["conservation"]
+    assert "conservation" in failing and len(tr.states) == 2

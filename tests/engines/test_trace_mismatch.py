@@ -4,6 +4,8 @@ follow is an encoding bug, reported as one (with both states), never as a counte
 from __future__ import annotations
 
 
+from typing import Any
+
 import pytest
 
 from checker.bmc import BMC
@@ -53,3 +55,43 @@ def test_run_concrete_names_the_step_the_field_and_both_states() -> None:
     assert err.step == 1 and err.field == "full_available"
     assert err.recorded_state == wrong and err.concrete_state == s1
     assert f"trace={wrong.full_available}" in err.both_states() and f"model={s1.full_available}" in err.both_states()
+
+
+def test_bmc_goes_on_with_a_fresh_solver_after_an_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the solver gives up on a query, the BMC asks the rest on a new solver with the same
+    assertions (a solver used past its timeout has answered sat wrongly), and still finds the bug."""
+    import z3
+
+    real = BMC._solver
+    made: list[Any] = []
+
+    def solver(self: BMC) -> Any:
+        s = real(self)
+        made.append(s)
+        if len(made) > 1:
+            return s
+
+        class GivesUpOnce:
+            answered = False
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(s, name)
+
+            def check(self, *a: Any) -> Any:
+                if not GivesUpOnce.answered:
+                    GivesUpOnce.answered = True
+                    return z3.unknown
+                return s.check(*a)
+
+            def reason_unknown(self) -> str:
+                return "planted unknown"
+
+        return GivesUpOnce()
+
+    monkeypatch.setattr(BMC, "_solver", solver)
+    design = PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"}))
+    res = BMC(System(CONFIGS["small"], design), ["conservation", "no_prefill_oom"], minimize=False).run(3)
+    assert len(made) == 2, "the solver that gave up was used again"
+    kept, now = list(made[0].assertions()), list(made[1].assertions())
+    assert kept and [a.sexpr() for a in now[: len(kept)]] == [a.sexpr() for a in kept]
+    assert res["conservation"].verdict is Verdict.VIOLATED, res
