@@ -269,6 +269,9 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 w += f": holds at every depth (BMC to depth {r.meta.get('bmc_depth')}, witness at {r.witness_depth})"
             elif r.verdict is Verdict.HOLDS_TO_DEPTH:
                 w += f" (witness at depth {r.witness_depth})"
+                if r.meta.get("exhausted_at") is not None:  # an explicit search that ran out of new states
+                    w += (f"; every reachable state of the {r.meta.get('parameter_points')} explicit parameter points"
+                          f" explored by depth {r.meta['exhausted_at']}, so it holds at every depth on those points")
                 if r.meta.get("engine") == "induction" and r.reason:
                     w += f"; {r.reason}" + (f"; counterexample to induction: {r.meta['cti_path']}" if r.meta.get("cti_path") else "")
             elif r.verdict is Verdict.UNKNOWN:
