@@ -99,8 +99,9 @@ class BMC:
         cut_short = False
 
         def rebuild() -> None:
-            """After an unknown: go on with a fresh solver holding the same assertions (a z3 solver
-            used past its timeout has later answered sat with a model that breaks its assertions)."""
+            """Go on with a fresh solver holding the same assertions: per depth when measuring
+            `fresh_per_depth`, and after an unknown (a z3 solver used past its timeout has later
+            answered sat with a model that breaks its assertions)."""
             nonlocal solver
             kept = list(solver.assertions())
             solver = self._solver()
@@ -115,9 +116,7 @@ class BMC:
 
         for t in range(max_depth + 1):
             if t > 0 and self.fresh_per_depth:  # same assertions, nothing learned carried over
-                kept = list(solver.assertions())
-                solver = self._solver()
-                solver.add(*kept)
+                rebuild()
             if t > 0:
                 for c in u.extend():
                     solver.add(c)

@@ -271,22 +271,22 @@ class KInduction:
         (`_settle`). Returns (the candidates to drop, a model for the first that fails, or None if
         it stayed unknown); ([], None) when every query is unsat."""
         for n in active:
-            r, m = self._settle(k, active, n, res)
+            r, m, goals = self._settle(k, active, n, res)
             if r == z3.unsat:
                 continue
             if r == z3.unknown:
                 return [n], None
-            enc_goals = self._encode(k)[3]  # same symbol names in every encoding: read the model on any
-            return [c for c in active if z3.is_false(m.eval(enc_goals[c], model_completion=True))] or [n], m
+            return [c for c in active if z3.is_false(m.eval(goals[c], model_completion=True))] or [n], m
         return [], None
 
-    def _settle(self, k: int, active: list[str], n: str, res: HoudiniResult) -> tuple[Any, Any]:
+    def _settle(self, k: int, active: list[str], n: str, res: HoudiniResult) -> tuple[Any, Any, dict[str, Any]]:
         """Can candidate n fail after k steps from states where every active candidate holds?
         Asked whole first; if the solver gives up (after SPLIT_AFTER_MS while splits are left, the
         full timeout on the last level), the query is split into cases (`case_splits`), each asked
         the same way. The cases of a split cover every state, so the query is unsat iff every case
         is; a sat case is a CTI; a case still unknown after the last split leaves n unproved.
-        Returns (z3 result, model when sat); `res.split_cases` counts the queries that were split."""
+        Returns (z3 result, model when sat, the candidates' goal terms; every encoding names its
+        symbols alike, so the model reads on them); `res.split_cases` counts the queries split."""
         solver: Any = None
         states: list[State] = []
         goals: dict[str, Any] = {}
@@ -324,7 +324,8 @@ class KInduction:
                     return r2, m2
             return z3.unsat, None
 
-        return ask([], 0, "")
+        r, m = ask([], 0, "")
+        return r, m, goals
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run
