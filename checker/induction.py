@@ -126,7 +126,8 @@ NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[str, list[Any]]]:
     """How to split a step query the solver cannot answer whole, coarsest first: the goal's
     conjuncts (a state failing `a and b` fails one of them), the statuses of every request before
-    the last step, which batch the last step ran, and the statuses after it. Each split is a list
+    the last step, which batch the last step ran, the statuses after it, and the batch before it
+    (with, on paged configs, which committed lengths are page aligned). Each split is a list
     of cases whose disjunction is valid (a last "none of these" case closes each domain), so a
     query is unsat exactly when it is unsat in every case."""
     pre, post = states[-2], states[-1]
@@ -145,6 +146,15 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
     out.append(domain("batch the step ran", [post.last_batch], len(BATCH_NAMES)))
     if R:
         out.append(domain("request statuses after the step", list(post.status), len(STATUS_NAMES)))
+    # last: the batch before the step (it decides whether a chunked request is stashed) and, with
+    # pages, which committed lengths are page aligned (z3 is slow on the floor/ceil arithmetic)
+    name, before = domain("batch before the step", [pre.last_batch], len(BATCH_NAMES))
+    ps = system.cfg.page_size
+    if ps > 1 and R:
+        name += " x page-aligned kv_committed_len"
+        before = [z3.And(c, *[(pre.kv_committed_len[r] % ps == 0) == bit for r, bit in enumerate(bits)])
+                  for c in before for bits in itertools.product([True, False], repeat=R)]
+    out.append((name, before))
     return out
 
 

@@ -164,7 +164,14 @@ def test_case_splits_cover_every_state() -> None:
     solver, _params, states, goals, _acts = KInduction(system, ["conservation"])._encode(1)
     dims = case_splits(system, states, goals["conservation"])
     assert [n for n, _ in dims] == ["goal conjunct", "request statuses before the step", "batch the step ran",
-                                    "request statuses after the step"]
+                                    "request statuses after the step", "batch before the step"]
+    paged = System(CONFIGS["paged"], PRESETS["current"])
+    _s, _p, pstates, pgoals, _a = KInduction(paged, ["conservation"])._encode(1)
+    pname, pcases = case_splits(paged, pstates, pgoals["conservation"])[-1]
+    assert pname == "batch before the step x page-aligned kv_committed_len" and len(pcases) == 4 * 4
+    s = z3.Solver()
+    s.add(z3.Not(z3.Or(*pcases)))
+    assert s.check() == z3.unsat
     for name, cases in dims:
         s = z3.Solver()
         s.add(z3.Not(z3.Or(*cases)))
