@@ -203,6 +203,12 @@ def run_job(job: Job) -> dict[str, Any]:
     return out
 
 
+def _in_pool_worker() -> None:
+    from . import run
+
+    run.BACKGROUND_PROOF = False  # the pool's other workers already use the cores
+
+
 def _pool_run(jobs: list[Job], n: int) -> list[dict[str, Any]]:
     if n <= 1 or len(jobs) <= 1:
         return [run_job(j) for j in jobs]
@@ -210,7 +216,7 @@ def _pool_run(jobs: list[Job], n: int) -> list[dict[str, Any]]:
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx) as ex:
+    with ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx, initializer=_in_pool_worker) as ex:
         return list(ex.map(run_job, jobs))
 
 

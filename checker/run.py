@@ -4,9 +4,11 @@ all go through here.
 Strategy per config (engine "bmc", the default):
 1. Bounded model checking, incremental over depth, all selected properties at once (checker/bmc.py).
 2. Once every property has its witness (so none is vacuous) and no violation was found, and if
-   proofs are on, the 1-induction step case is tried with the lemmas (checker/induction.py). If it
-   closes, every open property holds at every depth: the verdict is `proved (k=1)` and the BMC
-   stops early. If it does not close, the BMC goes on to the requested depth.
+   proofs are on, the 1-induction step case is tried with the lemmas (checker/induction.py), in a
+   forked process while the BMC goes on. If it closes, every open property holds at every depth:
+   the verdict is `proved (k=1)` and the BMC stops at the next depth. If the BMC ends first with a
+   property still holding, the check waits for the attempt; if nothing is left to prove (every
+   property violated, or the first violation ended the check), the attempt is stopped.
 
 A violation stops the whole check unless `keep_going` (TLC's default is the same: first error).
 """
@@ -95,6 +97,97 @@ Progress = Callable[[str, int, float, dict[str, str]], None]
 
 PROOF_ATTEMPT_MS = 30_000  # per step query of the check's own 1-induction attempt (`--engine induction` has its own)
 
+# Run the check's proof attempt in a forked process beside the BMC (off inside `--jobs` pool
+# workers, whose siblings already use the cores).
+BACKGROUND_PROOF = True
+
+
+def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: int) -> dict[str, Any]:
+    """Houdini at k=1 over `props` and `lemmas`; the properties left in the inductive set are
+    proved even when others are not. An opportunistic attempt: each step query gets
+    `timeout_ms`, then it is unknown and nothing is proved (on hybrid_swa the step query runs for
+    many minutes without the case splits of `--engine induction`)."""
+    from .induction import KInduction
+
+    h = KInduction(system, props, lemmas=lemmas, timeout_ms=timeout_ms).houdini(1, split_on_unknown=False)
+    failed = [p for p in props if p not in h.proved]
+    return dict(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
+                seconds=h.seconds)
+
+
+def _houdini_child(conn: Any, *args: Any) -> None:
+    try:
+        conn.send(_houdini(*args))
+    except BaseException as e:  # reported in the parent, never as a proof
+        conn.send({"error": f"{type(e).__name__}: {e}"})
+    finally:
+        conn.close()
+
+
+class ProofAttempt:
+    """The proof attempt, either run at once or in a forked process while the BMC goes on: a bug
+    the BMC finds at the next depth does not wait behind it (#23174 on hybrid_swa waited 34 s of
+    its 58 s). A thread waits for the child's answer; when it proves every property it was given,
+    the thread calls `on_close` (the BMC's `interrupt_check`), so the BMC stops inside the depth it
+    is on (`BMC.run`'s `abandon`) instead of finishing it for nothing."""
+
+    def __init__(self, system: System, props: list[str], lemmas: list[str], timeout_ms: int, at_depth: int,
+                 on_close: Callable[[], Any]) -> None:
+        import multiprocessing as mp
+        import threading
+
+        self.at_depth = at_depth
+        self.result: dict[str, Any] | None = None
+        self.proc: Any = None
+        self.closed = threading.Event()  # set once the answer proves every property
+        self.on_close = on_close
+        self.cancelled = False
+        args = (system, props, lemmas, timeout_ms)
+        if BACKGROUND_PROOF and "fork" in mp.get_all_start_methods() and not mp.current_process().daemon:
+            ctx = mp.get_context("fork")  # the child inherits the system; nothing is pickled but the result
+            conn, child = ctx.Pipe(duplex=False)
+            self.proc = ctx.Process(target=_houdini_child, args=(child, *args), daemon=True)
+            self.proc.start()
+            child.close()
+            self.waiter = threading.Thread(target=self._wait, args=(conn,), daemon=True)
+            self.waiter.start()
+        else:
+            self._answer(_houdini(*args))
+
+    def _answer(self, res: dict[str, Any]) -> None:
+        self.result = res
+        if res.get("closed"):
+            self.closed.set()
+
+    def _wait(self, conn: Any) -> None:
+        try:
+            res = conn.recv()
+        except EOFError:
+            self.proc.join()
+            if self.cancelled:
+                return
+            res = {"error": f"the proof process died (exit code {self.proc.exitcode})"}
+        self.proc.join()
+        self._answer(res)
+        if self.closed.is_set():
+            self.on_close()  # the BMC's running query returns unknown; it then asks `abandon`
+
+    def poll(self, wait: bool = False) -> dict[str, Any] | None:
+        """The attempt's result once it has one (`wait`: block until then)."""
+        if wait and self.proc is not None:
+            self.waiter.join()
+        res = self.result
+        if res is not None and "error" in res:
+            raise RuntimeError(f"the check's 1-induction attempt failed: {res['error']}")
+        return res
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.terminate()
+        if self.proc is not None:
+            self.waiter.join()
+
 
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
                  timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True,
@@ -102,33 +195,42 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
     t0 = time.perf_counter()
     system = System(cfg, design)
     bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize)
-    proof: dict[str, Any] = {}
+    attempt: list[ProofAttempt] = []
 
     def stop_for_proof(t: int, witness: dict[str, int | None], open_props: list[str]) -> bool:
+        if attempt:  # started at an earlier depth: stop once it has closed
+            res = attempt[0].poll()
+            return bool(res and res["closed"] and set(open_props) <= set(res["proved"]))
         if not prove or not open_props or t < 1 or t >= depth:
             return False
         if any(witness[p] is None for p in open_props):
             return False
-        if proof:  # tried once already
-            return False
-        from .induction import KInduction
-
-        # Houdini at k=1 over the open properties and the lemmas that held in every BMC depth so far
-        # (a lemma the BMC dropped failed from the initial state on: assuming it would be unsound).
-        # The properties left in the inductive set are proved even when others are not.
+        # the lemmas that held in every BMC depth so far (a lemma the BMC dropped failed from the
+        # initial state on: assuming it would be unsound)
         gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}
-        # an opportunistic attempt: without --timeout each step query gets PROOF_ATTEMPT_MS, then it
-        # is unknown and nothing is proved (on hybrid_swa the step query runs for many minutes)
-        h = KInduction(system, open_props, lemmas=[n for n in LEMMAS if n not in gone],
-                       timeout_ms=timeout_ms or PROOF_ATTEMPT_MS).houdini(1, split_on_unknown=False)
-        failed = [p for p in open_props if p not in h.proved]
-        cti = next((c for c, _f in h.ctis.values()), None)
-        proof.update(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
-                     seconds=h.seconds, at_depth=t, cti=cti)
-        return not failed
+        attempt.append(ProofAttempt(system, open_props, [n for n in LEMMAS if n not in gone],
+                                    timeout_ms or PROOF_ATTEMPT_MS, t, on_close=bmc.interrupt_check))
+        res = attempt[0].poll()
+        return bool(res and res["closed"])
 
-    results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
-                      stop=stop_for_proof, stop_on_violation=not keep_going)
+    try:
+        results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
+                          stop=stop_for_proof, stop_on_violation=not keep_going,
+                          abandon=lambda: bool(attempt) and attempt[0].closed.is_set())
+    except BaseException:
+        if attempt:
+            attempt[0].cancel()
+        raise
+    proof: dict[str, Any] = {}
+    if attempt:
+        a = attempt[0]
+        first_error = not keep_going and any(r.verdict is Verdict.VIOLATED for r in results.values())
+        if not first_error and any(r.verdict is Verdict.HOLDS_TO_DEPTH for r in results.values()):
+            proof = dict(a.poll(wait=True) or {}, at_depth=a.at_depth)  # it may still prove them
+        else:
+            a.cancel()  # nothing left that it could prove, or the check ends at its first error
+            if a.result is not None and "error" not in a.result:  # it had answered already
+                proof = dict(a.result, at_depth=a.at_depth)
     for name in proof.get("proved", []):
         r = results.get(name)
         if r is not None and r.verdict is Verdict.HOLDS_TO_DEPTH:

@@ -1,0 +1,80 @@
+"""The check's own 1-induction attempt runs in a forked process beside the BMC (checker/run.py):
+it proves what it proved inline, a proof that closes stops the BMC inside its current depth, and
+a first error stops the attempt."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import pytest
+from checker import run
+from checker.bmc import BMC
+from checker.verdict import Verdict
+from model.designs import PRESETS
+from model.system import System
+from specs.configs import CONFIGS
+
+
+def _interrupt_after_depth(bmc: BMC, stop_at: int) -> tuple[list[int], threading.Event, threading.Thread, object]:
+    """A progress callback that, once depth `stop_at` is done, keeps interrupting the BMC's query
+    from another thread (as the proof's waiter does) until the run returns."""
+    go, done = threading.Event(), threading.Event()
+    hits: list[int] = []
+
+    def pester() -> None:
+        while not go.wait(0.05) and not done.is_set():
+            pass
+        while not done.wait(0.05):
+            if bmc.interrupt_check():
+                hits.append(1)
+
+    th = threading.Thread(target=pester, daemon=True)
+    th.start()
+
+    def progress(t: int, _el: float, _st: dict[str, str]) -> None:
+        if t == stop_at:
+            go.set()
+
+    return hits, done, th, progress
+
+
+@pytest.mark.parametrize("abandon", [True, False])
+def test_an_interrupted_depth_is_abandoned_only_when_asked(abandon: bool) -> None:
+    # hybrid_swa's depth 3 takes seconds, so the interrupts land inside its queries
+    system = System(CONFIGS["hybrid_swa"], PRESETS["current"])
+    bmc = BMC(system, ["conservation", "no_prefill_oom"], minimize=False)
+    hits, done, pester, progress = _interrupt_after_depth(bmc, 2)  # as if a proof closed after depth 2
+    try:
+        res = bmc.run(6, progress=progress, abandon=lambda: abandon and bool(hits))
+    finally:
+        done.set()
+        pester.join()
+    assert hits, "no interrupt landed in a running query"
+    for r in res.values():
+        if abandon:  # depth 3 unfinished: what was checked is depths 0..2
+            assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.depth == 2, r.words()
+        else:  # an interrupted query is unknown, never "holds"
+            assert r.verdict is Verdict.UNKNOWN and r.depth == 3, r.words()
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_the_background_proof_proves_what_the_inline_one_does(background: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "BACKGROUND_PROOF", background)
+    rep = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation", "busy_check_sound"], 10)
+    assert rep.proof.get("closed") is True, rep.proof
+    for r in rep.results.values():
+        assert r.verdict is Verdict.PROVED, r.words()
+        assert r.meta["bmc_depth"] >= rep.proof["at_depth"]
+    assert multiprocessing.active_children() == []
+
+
+def test_a_first_error_stops_the_background_proof() -> None:
+    # #23174 is found at depth 3; the proof attempt started at depth 2 (every witness found) is
+    # still running then, and nothing is left for it once the check ends at its first error
+    buggy = PRESETS["current"].with_fix("chunked_swa_page_reserve", None)
+    rep = run.check_config(buggy, CONFIGS["hybrid_swa"], ["no_prefill_oom", "conservation"], 10, keep_going=False,
+                           minimize=False)
+    assert rep.results["no_prefill_oom"].verdict is Verdict.VIOLATED
+    assert rep.results["conservation"].verdict is Verdict.HOLDS_TO_DEPTH
+    assert multiprocessing.active_children() == []
