@@ -163,11 +163,12 @@ class ProofAttempt:
         try:
             res = conn.recv()
         except EOFError:
-            self.proc.join()
+            res = None
+        self.proc.join()
+        if res is None:
             if self.cancelled:
                 return
             res = {"error": f"the proof process died (exit code {self.proc.exitcode})"}
-        self.proc.join()
         self._answer(res)
         if self.closed.is_set():
             self.on_close()  # the BMC's running query returns unknown; it then asks `abandon`
