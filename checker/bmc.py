@@ -98,180 +98,29 @@ class BMC:
         open)` may end the run after depth t (a proof has covered the deeper depths); `abandon()`,
         asked before each query and when one comes back unknown (another thread may call
         `interrupt_check` once a proof has closed), ends the run with depth t unfinished: the
-        properties hold to t - 1. With
-        `stop_on_violation` the run ends at the first depth where a property is violated (TLC's
-        first-error mode); the others then hold only to that depth, and one without a witness yet
-        is `unknown`, never vacuous."""
-        t0 = time.perf_counter()
-        u = Unrolling(self.system, self.params)
-        solver = self._solver()
-        for c in u.init_cons:
-            solver.add(c)
-        results: dict[str, Result] = {}
-        open_props = list(self.props)
-        lemmas = [(f"lemma:{n}", lm.holds) for n, lm in LEMMAS.items()] if self.use_lemmas else []
-        dropped: list[str] = []
-        self.dropped = dropped  # "lemma:name@t"; read by the induction engine's `stop`
-        witness: dict[str, int | None] = {p.name: None for p in self.props}
-        solver_time = 0.0
-        status: dict[str, str] = {p.name: "open" for p in self.props}
-        reached = max_depth
-        cut_short = False
-
-        def rebuild() -> None:
-            """Go on with a fresh solver holding the same assertions: per depth when measuring
-            `fresh_per_depth`, and after an unknown (a z3 solver used past its timeout has later
-            answered sat with a model that breaks its assertions)."""
-            nonlocal solver
-            kept = list(solver.assertions())
-            solver = self._solver()
-            solver.add(*kept)
-
-        def timed_check(*assumptions: Any) -> Any:
-            nonlocal solver_time
-            if abandon is not None and abandon():
-                raise _Abandoned
-            ts = time.perf_counter()
-            with self._guard:
-                self._in_check = True
+        properties hold to t - 1. With `stop_on_violation` the run ends at the first depth where a
+        property is violated (TLC's first-error mode); the others then hold only to that depth, and
+        one without a witness yet is `unknown`, never vacuous."""
+        run = _Run(self, abandon, stop_on_violation)
+        self.dropped = run.dropped  # "lemma:name@t"; read by the induction engine's `stop`
+        reached, cut_short = max_depth, False
+        for t in range(max_depth + 1):
             try:
-                r = solver.check(*assumptions)
-            finally:
-                with self._guard:
-                    self._in_check = False
-            solver_time += time.perf_counter() - ts
-            if r == z3.unknown and abandon is not None and abandon():
-                raise _Abandoned
-            return r
-
-        try:
-            for t in range(max_depth + 1):
-                if t > 0 and self.fresh_per_depth:  # same assertions, nothing learned carried over
-                    rebuild()
-                if t > 0:
-                    for c in u.extend():
-                        solver.add(c)
-                goals = [(p.name, self._eval_prop(p.holds, u, t, p.name, solver)) for p in open_props]
-                goals += [(n, self._eval_prop(fn, u, t, n, solver)) for n, fn in lemmas]
-                goals = [(n, g) for n, g in goals if g is not True]
-                if any(g is False for _, g in goals):
-                    bad = [n for n, g in goals if g is False]
-                    raise AssertionError(f"{bad} are false by construction at depth {t}: the property or the model is malformed")
-                failing: dict[str, Any] = {}
-
-                def settle(n: str, g: Any) -> None:
-                    """Ask goal n alone; on sat, its (minimised, concretely re-run) counterexample."""
-                    solver.push()
-                    solver.add(z3.Not(g))
-                    ri = timed_check()
-                    spent = ri == z3.unknown  # the solver ran past its timeout on some query
-                    if ri == z3.sat:
-                        model = solver.model()
-                        if not n.startswith("lemma:"):
-                            if self.minimize:
-                                model, spent = self._minimize(solver, u, model)
-                            try:
-                                failing[n] = self._trace(u, model, t, n)
-                            except TraceMismatch as e:  # never reported as a counterexample
-                                failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
-                        else:
-                            failing[n] = None
-                    elif ri == z3.unknown:
-                        failing[n] = solver.reason_unknown()
-                    solver.pop()
-                    if spent:
-                        rebuild()
-
-                # One query for all open goals; when it is sat, the goals false in its model are settled
-                # one by one and the rest asked again together, so a depth costs one query per group of
-                # failing goals rather than one per goal. In first-error mode the final "the rest hold"
-                # query is skipped once a property is violated: the rest then hold to depth t - 1.
-                pending = list(goals)
-                unresolved: list[str] = []
-                while pending:
-                    if stop_on_violation and any(isinstance(w, Trace) for w in failing.values()):
-                        unresolved = [n for n, _ in pending]
-                        break
-                    solver.push()
-                    solver.add(z3.Or(*[z3.Not(g) for _, g in pending]))
-                    r = timed_check()
-                    if r == z3.unsat:
-                        solver.pop()
-                        break
-                    if r == z3.unknown:  # ask each goal on its own
-                        solver.pop()
-                        rebuild()
-                        for n, g in pending:
-                            settle(n, g)
-                        break
-                    m0 = solver.model()
-                    newly = [(n, g) for n, g in pending if z3.is_false(m0.eval(g, model_completion=True))]
-                    solver.pop()
-                    if not newly:  # cannot happen for a sat Or(not g); be safe and ask each
-                        newly = list(pending)
-                    for n, g in newly:
-                        settle(n, g)
-                    done = {n for n, _ in newly}
-                    pending = [(n, g) for n, g in pending if n not in done]
-                for n, g in goals:
-                    if n not in failing and n not in unresolved:
-                        solver.add(g)  # proven at depth t on every path: a fact from now on
-                for n, what in failing.items():
-                    if n.startswith("lemma:"):
-                        lemmas = [(m, fn) for m, fn in lemmas if m != n]
-                        dropped.append(f"{n}@{t}")
-                        continue
-                    p = PROPERTIES[n]
-                    open_props.remove(p)
-                    if isinstance(what, Trace):
-                        results[n] = Result(n, Verdict.VIOLATED, t, what, witness[n], seconds=time.perf_counter() - t0)
-                        status[n] = f"violated@{t}"
-                    else:
-                        results[n] = Result(n, Verdict.UNKNOWN, t, reason=str(what), seconds=time.perf_counter() - t0)
-                        status[n] = "unknown"
-                for p in self.props:
-                    if witness[p.name] is not None or (p.name in results and results[p.name].verdict is Verdict.VIOLATED):
-                        continue
-                    w = self._eval_prop(p.witness, u, t, f"witness.{p.name}", solver)
-                    if w is False:
-                        continue
-                    solver.push()
-                    if w is not True:
-                        solver.add(w)
-                    rw = timed_check()
-                    solver.pop()
-                    if rw == z3.unknown:
-                        rebuild()
-                    if rw == z3.sat:
-                        witness[p.name] = t
-                if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
-                    progress(t, time.perf_counter() - t0, {**status, "_solver_s": f"{solver_time:.1f}"})
-                if not open_props:
-                    break
-                if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in results.values()):
-                    reached, cut_short = (t - 1 if unresolved else t), True
-                    break
-                if stop is not None and stop(t, dict(witness), [p.name for p in open_props]):
-                    reached = t
-                    break
-        except _Abandoned:  # depth t unfinished
-            reached = t - 1
-
-        for p in open_props:
-            if witness[p.name] is not None:
-                results[p.name] = Result(p.name, Verdict.HOLDS_TO_DEPTH, reached, None, witness[p.name],
-                                         seconds=time.perf_counter() - t0)
-            elif cut_short:
-                results[p.name] = Result(p.name, Verdict.UNKNOWN, reached, None, None, seconds=time.perf_counter() - t0,
-                                         reason=f"not checked past depth {reached}: stopped at the first violation")
-            else:
-                results[p.name] = Result(p.name, Verdict.VACUOUS, reached, None, None, seconds=time.perf_counter() - t0)
-        for res in results.values():
-            res.solver_seconds = solver_time
-            res.meta["lemmas_dropped"] = list(dropped)
-            if res.witness_depth is None and res.verdict is not Verdict.VIOLATED:
-                res.witness_depth = witness[res.property]
-        return {p.name: results[p.name] for p in self.props}
+                unresolved = run.depth(t)
+            except _Abandoned:  # depth t unfinished
+                reached = t - 1
+                break
+            if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
+                progress(t, time.perf_counter() - run.t0, {**run.status, "_solver_s": f"{run.solver_time:.1f}"})
+            if not run.open_props:
+                break
+            if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in run.results.values()):
+                reached, cut_short = (t - 1 if unresolved else t), True
+                break
+            if stop is not None and stop(t, dict(run.witness), [p.name for p in run.open_props]):
+                reached = t
+                break
+        return run.verdicts(reached, cut_short)
 
     # -- readable counterexamples -------------------------------------------------------------------
     def _objectives(self, u: Unrolling) -> list[Any]:
@@ -330,3 +179,184 @@ class BMC:
         )
         steps = [Step("event_loop_iteration", picks[t], states[t + 1]) for t in range(depth)]
         return Trace(self.system.cfg, self.system.design, params, states[0], steps, prop, "bmc")
+
+
+class _Run:
+    """One `BMC.run`: the solver, the unrolling and what has been settled so far, one depth at a time."""
+
+    def __init__(self, bmc: BMC, abandon: Callable[[], bool] | None, first_error: bool) -> None:
+        self.bmc = bmc
+        self.abandon = abandon
+        self.first_error = first_error
+        self.t0 = time.perf_counter()
+        self.u = Unrolling(bmc.system, bmc.params)
+        self.solver = bmc._solver()
+        for c in self.u.init_cons:
+            self.solver.add(c)
+        self.results: dict[str, Result] = {}
+        self.open_props = list(bmc.props)
+        self.lemmas = [(f"lemma:{n}", lm.holds) for n, lm in LEMMAS.items()] if bmc.use_lemmas else []
+        self.dropped: list[str] = []
+        self.witness: dict[str, int | None] = {p.name: None for p in bmc.props}
+        self.status: dict[str, str] = {p.name: "open" for p in bmc.props}
+        self.solver_time = 0.0
+
+    def rebuild(self) -> None:
+        """Go on with a fresh solver holding the same assertions: per depth when measuring
+        `fresh_per_depth`, and after an unknown (a z3 solver used past its timeout has later
+        answered sat with a model that breaks its assertions)."""
+        kept = list(self.solver.assertions())
+        self.solver = self.bmc._solver()
+        self.solver.add(*kept)
+
+    def check(self) -> Any:
+        """One timed query; `_Abandoned` when the run was told to stop (before it, or as the reason
+        it came back unknown)."""
+        if self.abandon is not None and self.abandon():
+            raise _Abandoned
+        ts = time.perf_counter()
+        with self.bmc._guard:
+            self.bmc._in_check = True
+        try:
+            r = self.solver.check()
+        finally:
+            with self.bmc._guard:
+                self.bmc._in_check = False
+        self.solver_time += time.perf_counter() - ts
+        if r == z3.unknown and self.abandon is not None and self.abandon():
+            raise _Abandoned
+        return r
+
+    def depth(self, t: int) -> list[str]:
+        """Unroll to depth t and settle every open goal there; returns the goals left unasked (first-
+        error mode stops asking once a property is violated)."""
+        bmc = self.bmc
+        if t > 0 and bmc.fresh_per_depth:  # same assertions, nothing learned carried over
+            self.rebuild()
+        if t > 0:
+            for c in self.u.extend():
+                self.solver.add(c)
+        goals = [(p.name, bmc._eval_prop(p.holds, self.u, t, p.name, self.solver)) for p in self.open_props]
+        goals += [(n, bmc._eval_prop(fn, self.u, t, n, self.solver)) for n, fn in self.lemmas]
+        goals = [(n, g) for n, g in goals if g is not True]
+        if any(g is False for _, g in goals):
+            bad = [n for n, g in goals if g is False]
+            raise AssertionError(f"{bad} are false by construction at depth {t}: the property or the model is malformed")
+        failing, unresolved = self._failing(t, goals)
+        for n, g in goals:
+            if n not in failing and n not in unresolved:
+                self.solver.add(g)  # proven at depth t on every path: a fact from now on
+        self._record(t, failing)
+        self._witnesses(t)
+        return unresolved
+
+    def _failing(self, t: int, goals: list[tuple[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+        """One query for all open goals; when it is sat, the goals false in its model are settled
+        one by one and the rest asked again together, so a depth costs one query per group of
+        failing goals rather than one per goal. In first-error mode the final "the rest hold" query
+        is skipped once a property is violated: the rest then hold to depth t - 1."""
+        failing: dict[str, Any] = {}
+        pending = list(goals)
+        while pending:
+            if self.first_error and any(isinstance(w, Trace) for w in failing.values()):
+                return failing, [n for n, _ in pending]
+            self.solver.push()
+            self.solver.add(z3.Or(*[z3.Not(g) for _, g in pending]))
+            r = self.check()
+            if r == z3.unsat:
+                self.solver.pop()
+                break
+            if r == z3.unknown:  # ask each goal on its own
+                self.solver.pop()
+                self.rebuild()
+                for n, g in pending:
+                    self._settle(t, n, g, failing)
+                break
+            m0 = self.solver.model()
+            newly = [(n, g) for n, g in pending if z3.is_false(m0.eval(g, model_completion=True))]
+            self.solver.pop()
+            if not newly:  # cannot happen for a sat Or(not g); be safe and ask each
+                newly = list(pending)
+            for n, g in newly:
+                self._settle(t, n, g, failing)
+            done = {n for n, _ in newly}
+            pending = [(n, g) for n, g in pending if n not in done]
+        return failing, []
+
+    def _settle(self, t: int, n: str, g: Any, failing: dict[str, Any]) -> None:
+        """Ask goal n alone; unless it holds, `failing[n]` is its (minimised, concretely re-run)
+        counterexample, None for a failing lemma, or the solver's reason when unknown."""
+        bmc, solver = self.bmc, self.solver
+        solver.push()
+        solver.add(z3.Not(g))
+        ri = self.check()
+        spent = ri == z3.unknown  # the solver ran past its timeout on some query
+        if ri == z3.sat:
+            model = solver.model()
+            failing[n] = None
+            if not n.startswith("lemma:"):
+                if bmc.minimize:
+                    model, spent = bmc._minimize(solver, self.u, model)
+                try:
+                    failing[n] = bmc._trace(self.u, model, t, n)
+                except TraceMismatch as e:  # never reported as a counterexample
+                    failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
+        elif ri == z3.unknown:
+            failing[n] = solver.reason_unknown()
+        solver.pop()
+        if spent:
+            self.rebuild()
+
+    def _record(self, t: int, failing: dict[str, Any]) -> None:
+        """A failing lemma is no longer used; a failing property is violated (or unknown)."""
+        for n, what in failing.items():
+            if n.startswith("lemma:"):
+                self.lemmas = [(m, fn) for m, fn in self.lemmas if m != n]
+                self.dropped.append(f"{n}@{t}")
+                continue
+            p = PROPERTIES[n]
+            self.open_props.remove(p)
+            if isinstance(what, Trace):
+                self.results[n] = Result(n, Verdict.VIOLATED, t, what, self.witness[n], seconds=time.perf_counter() - self.t0)
+                self.status[n] = f"violated@{t}"
+            else:
+                self.results[n] = Result(n, Verdict.UNKNOWN, t, reason=str(what), seconds=time.perf_counter() - self.t0)
+                self.status[n] = "unknown"
+
+    def _witnesses(self, t: int) -> None:
+        """Is each property's witness reachable at depth t (once found, not asked again)?"""
+        for p in self.bmc.props:
+            if self.witness[p.name] is not None or (p.name in self.results and self.results[p.name].verdict is Verdict.VIOLATED):
+                continue
+            w = self.bmc._eval_prop(p.witness, self.u, t, f"witness.{p.name}", self.solver)
+            if w is False:
+                continue
+            self.solver.push()
+            if w is not True:
+                self.solver.add(w)
+            rw = self.check()
+            self.solver.pop()
+            if rw == z3.unknown:
+                self.rebuild()
+            if rw == z3.sat:
+                self.witness[p.name] = t
+
+    def verdicts(self, reached: int, cut_short: bool) -> dict[str, Result]:
+        """Each property's result: the open ones hold to `reached` (vacuous without a witness;
+        unknown when first-error mode stopped before they were asked)."""
+        now = time.perf_counter() - self.t0
+        for p in self.open_props:
+            if self.witness[p.name] is not None:
+                self.results[p.name] = Result(p.name, Verdict.HOLDS_TO_DEPTH, reached, None, self.witness[p.name], seconds=now)
+            elif cut_short:
+                self.results[p.name] = Result(p.name, Verdict.UNKNOWN, reached, None, None, seconds=now,
+                                              reason=f"not checked past depth {reached}: stopped at the first violation")
+            else:
+                self.results[p.name] = Result(p.name, Verdict.VACUOUS, reached, None, None, seconds=now)
+        for res in self.results.values():
+            res.solver_seconds = self.solver_time
+            res.meta["lemmas_dropped"] = list(self.dropped)
+            if res.witness_depth is None and res.verdict is not Verdict.VIOLATED:
+                res.witness_depth = self.witness[res.property]
+        return {p.name: self.results[p.name] for p in self.bmc.props}
+
