@@ -23,9 +23,11 @@ drift it causes (model/mutants/).
 
 Abstracted (and why it is sound for the properties checked):
 * Nodes sit at fixed positions (atoms, model/config.py). A node split happens in SGLang when a
-  match or insert ends inside a node; with atoms, matches and inserts end at atom boundaries.
-  Where an insert would have to split an existing node of the request's own chain, kvmc stops
-  the insert at the node boundary and the rest stays with the request (it is freed at finish).
+  match or insert ends inside a node. Matches end at atom boundaries here (a request's key never
+  ends inside a node of its own chain, which ends at or before an earlier C). An insert that ends
+  inside a node of the request's own chain splits it (`split_node`: the head keeps the atom, the
+  tail and everything below it move one atom down the chain); one that ends inside a node of the
+  shared warm prefix stops at its boundary and the rest stays with the request (freed at finish).
 * Eviction order: SGLang evicts LRU leaves. kvmc lets eviction pick *any* minimal set of
   evictable leaves (leaf-peeling, stopping as soon as enough is freed), which covers LRU under
   every access history: an over-approximation, sound for safety properties.
@@ -354,14 +356,80 @@ def _first_free_private(x: Ctx, s: State, r: int, k: int) -> Any:
 
 
 @transition(
+    "mem_cache/swa_radix_cache.py::SWARadixCache._split_node",
+    modifies=(
+        "node_len", "node_device", "node_host", "node_swa_tombstone", "last_node", "swa_lock_top",
+        "load_back_node", "load_back_swa_top", "slot_last_node", "slot_swa_lock_top",
+    ),
+)
+def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
+    """Split the node of r's own chain that [0, end) ends inside, if there is one (SGLang splits it
+    when the insert's key ends there; `_split_node`).
+
+    The head [st, end) keeps the atom and the node's flags, lock counts and `swa_uuid`; the tail
+    [end, en) is the original node object, so a lock held on the node now holds the tail, one atom
+    further down, and so does everything below it (the chain shifts by one atom; the bounded chain
+    must have a free last atom). Only r's own locks can name its private atoms."""
+    chain = x.shape.private[r]
+    m = len(chain)
+    s0 = s
+    pos: Any = 0
+    past: Any = False  # some node on the path already ends past `end`
+    split_at: list[Any] = []
+    starts: list[Any] = []
+    for a in x.shape.path[r]:
+        L = s0.node_len[a]
+        here = x.and_(L > 0, x.not_(past), pos < end, pos + L > end)
+        if a in chain:
+            split_at.append(here)
+            starts.append(pos)
+        past = x.or_(past, x.and_(L > 0, pos + L > end))
+        pos = pos + L
+    any_split = x.or_(*split_at)
+    x.assume(x.implies(any_split, s0.node_len[chain[m - 1]] == 0),
+             f"request {r} split a node with no free atom left in its chain (private_atoms={m})")
+    moved: list[Any] = []  # index i now holds what was at i - 1
+    for i, a in enumerate(chain):
+        moved.append(x.or_(*split_at[:i]) if i > 0 else False)
+        if i == 0:
+            s = s.node(a, node_len=x.ite(split_at[0], end - starts[0], s0.node_len[a]))
+            continue
+        b = chain[i - 1]
+        tail = split_at[i - 1]
+        s = s.node(
+            a,
+            node_len=x.ite(split_at[i], end - starts[i],
+                           x.ite(tail, starts[i - 1] + s0.node_len[b] - end, x.ite(moved[i], s0.node_len[b], s0.node_len[a]))),
+            node_device=x.ite(moved[i], s0.node_device[b], s0.node_device[a]),
+            node_host=x.ite(moved[i], s0.node_host[b], s0.node_host[a]),
+            node_swa_tombstone=x.ite(moved[i], s0.node_swa_tombstone[b], s0.node_swa_tombstone[a]),
+        )
+
+    def lock_node(ref: Any) -> Any:  # the split node and those below it move down one atom
+        out = ref
+        for j in range(m - 1):
+            out = x.ite(x.and_(ref == chain[j], x.or_(moved[j], split_at[j])), chain[j + 1], out)
+        return out
+
+    def uuid_node(ref: Any) -> Any:  # the head inherits swa_uuid; those below move down
+        out = ref
+        for j in range(m - 1):
+            out = x.ite(x.and_(ref == chain[j], moved[j]), chain[j + 1], out)
+        return out
+
+    s = s.req(r, last_node=lock_node(s.last_node[r]), swa_lock_top=uuid_node(s.swa_lock_top[r]),
+              load_back_node=lock_node(s.load_back_node[r]), load_back_swa_top=uuid_node(s.load_back_swa_top[r]))
+    i = x.cfg.slot_of(r)
+    if i is not None:
+        s = s.slot(i, slot_last_node=lock_node(s.slot_last_node[i]), slot_swa_lock_top=uuid_node(s.slot_swa_lock_top[i]))
+    return s
+
+
+@transition(
     "mem_cache/swa_radix_cache.py::SWARadixCache.insert",
     modifies=(
-        "node_len",
-        "node_device",
-        "node_host",
-        "node_swa_tombstone",
-        "full_available",
-        "swa_available",
+        "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
+        "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", "slot_last_node", "slot_swa_lock_top",
     ),
 )
 def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted_seqlen: Any, site: str) -> tuple[State, Any, Any]:
@@ -374,6 +442,7 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
     part now owned by the tree)."""
     hybrid = x.cfg.hybrid_swa
     E = x.max(prev_prefix_len, swa_evicted_seqlen) if (hybrid and swa_evicted_seqlen is not None) else prev_prefix_len
+    s = split_node(x, s, r, end)
     pos: Any = 0
     stop: Any = False
     last: Any = ROOT

@@ -15,10 +15,12 @@ as SGLang does; `recount()` recomputes them from the nodes (the difference is th
 model tracks).
 
 Where this tree follows kvmc's abstraction rather than SGLang (documented, and needed so that a
-model trace replays on it): nodes are never split (a match or an insert stops at a node boundary,
-the rest stays with the request), and a node a request created is matched only by that request
-(prefix sharing goes through the warm prefix, `owner == WARM`). Each node records the model atom it
-stands for (`atom`) so the pool's state maps onto the model's.
+model trace replays on it): a match stops at a node boundary; an insert that ends inside a node
+the request created splits it (`_split_node`), one that ends inside a warm-prefix node stops at
+its boundary and the rest stays with the request; and a node a request created is matched only by
+that request (prefix sharing goes through the warm prefix, `owner == WARM`). Each node records the
+model atom it stands for (`atom`) so the pool's state maps onto the model's; a split shifts the
+atoms of the split node's tail and of its descendants one place down the request's chain.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class RadixTree:
         self.swa_evictable_size_ = 0
         self.swa_protected_size_ = 0
         self.clock = 0
+        self.handles: list[LockHandle] = []  # live locks: a split adds its head to the ones holding the node
+        self.next_atom: Callable[[int, int | None], int | None] = lambda owner, atom: None
 
     # -- counters -------------------------------------------------------------------------------
     def _account(self, n: TreeNode, sign: int) -> None:
@@ -209,6 +213,7 @@ class RadixTree:
         h = LockHandle(node)
         if node is None or node is self.root:
             return h
+        self.handles.append(h)
         n: TreeNode | None = node
         while n is not None and n is not self.root:
             self._account(n, -1)
@@ -237,6 +242,7 @@ class RadixTree:
         h.released = True
         if h.node is None or h.node is self.root:
             return
+        self.handles.remove(h)
         n: TreeNode | None = h.node
         while n is not None and n is not self.root:
             self._account(n, -1)
@@ -427,6 +433,9 @@ class RadixTree:
             if c is None:
                 break
             st, en = pos, pos + len(c)
+            if en > end and c.owner == owner and st < end:
+                c = self._split_node(c, end - st)
+                en = end
             if en > end:
                 stop = True
                 break
@@ -479,6 +488,39 @@ class RadixTree:
             n.atom = atom_for(n)
             last = n
         return last, (start if stop else end), rewrite
+
+    def _split_node(self, c: TreeNode, k: int) -> TreeNode:
+        """SGLang's `_split_node`: a new node takes c's first k tokens (its values, flags, lock counts
+        and `swa_uuid`) and becomes c's parent; c keeps the rest, and the locks that hold c. Returns
+        the new head. The head keeps c's atom; c and the request's nodes below it move one atom
+        down the chain."""
+        self._account(c, -1)
+        head = TreeNode(c.key[:k], None if c.value is None else c.value[:k], c.parent, c.owner, c.atom)
+        head.host_value = None if c.host_value is None else c.host_value[:k]
+        head.swa_tombstone = c.swa_tombstone
+        head.full_lock_ref, head.swa_lock_ref = c.full_lock_ref, c.swa_lock_ref
+        head.last_access_time = c.last_access_time
+        par = c.parent
+        assert par is not None
+        par.children[par.children.index(c)] = head
+        c.key = c.key[k:]
+        c.value = None if c.value is None else c.value[k:]
+        c.host_value = None if c.host_value is None else c.host_value[k:]
+        c.parent = head
+        head.children.append(c)
+        for h in self.handles:
+            if c in h.swa_nodes:
+                h.swa_nodes.append(head)
+            if h.uuid_node is c:
+                h.uuid_node = head
+        stack, atom = [c], head.atom
+        while stack:  # c and its descendants of the same owner: one atom further down
+            n = stack.pop()
+            n.atom = self.next_atom(n.owner, atom if n is c else n.parent.atom)  # type: ignore[union-attr]
+            stack.extend(m for m in n.children if m.owner == c.owner)
+        self._account(head, +1)
+        self._account(c, +1)
+        return head
 
     # -- HiCache load-back ------------------------------------------------------------------------
     def load_back(self, m: Match) -> torch.Tensor | None:

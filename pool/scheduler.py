@@ -300,6 +300,7 @@ class Scheduler:
         warm_total = sum(params.warm_len)
         self.host = HostPool(4 * (params.full_tokens + warm_total) + 64, self.device) if cfg.hicache else None
         self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device, self.mutant)
+        self.tree.next_atom = self.next_atom
         if max_context_len is None:
             spec_d = cfg.spec.num_draft_tokens if cfg.spec else 0
             per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + spec_d + 2 * ps
@@ -345,6 +346,14 @@ class Scheduler:
             key = tuple(1 + i for i in range(pos, pos + L))
             n = self.tree.add_node(parent, key, value, WARM, a, host_copy=bool(p.warm_host[a]) and cfg.hicache)
             parent, pos = n, pos + L
+
+    def next_atom(self, owner: int, atom: int | None) -> int | None:
+        """The atom after `atom` in request `owner`'s private chain (None past its end)."""
+        chain = self.cfg.private_chain(owner)
+        if atom is None or atom not in chain:
+            return None
+        k = chain.index(atom) + 1
+        return chain[k] if k < len(chain) else None
 
     def atom_for(self, owner: int):  # noqa: ANN201
         """Model atom of a node request `owner` just created: the next atom of its private chain."""

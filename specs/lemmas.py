@@ -249,7 +249,8 @@ def private_chains(x: Ctx, s: State) -> Any:
     covers every node of its chain (each ends at or before the C of an earlier pass, and C only
     grows) and locks the deepest; eviction only removes unlocked leaves. A request that still
     needs its prefill has a chain no longer than its fill minus one (the chain ends at or before
-    an earlier C, and a running C is fill - 1)."""
+    an earlier C, and a running C is fill - 1). Between its chunks a chunked request's tree part is
+    its whole floor(C)."""
     c = []
     for r in range(x.cfg.num_reqs):
         if x.cfg.slot_of(r) is not None or x.cfg.hicache:
@@ -263,13 +264,15 @@ def private_chains(x: Ctx, s: State) -> Any:
         c.append(x.implies(x.or_(st == WAITING, st == CHUNKED, st == RUNNING), total <= fill - 1))
         # Without output the request was never retracted (only a running request, which has an
         # output token, is): a waiting one has inserted nothing yet, and a chunked one has built
-        # its chain only with its own stashes, each of which covered [P, floor(C)) entirely and
-        # locked its last node. Between its chunks (not in the last batch) that is all of C.
+        # its chain only with its own stashes, each of which locked its last node.
         fresh = s.output_len[r] == 0
         c.append(x.implies(x.and_(st == WAITING, fresh), total == 0))
         for a in chain:
             c.append(x.implies(x.and_(st == CHUNKED, fresh, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
-        c.append(x.implies(x.and_(st == CHUNKED, fresh, x.not_(s.in_last_batch[r])),
+        # Every stash covers [P, floor(C)) entirely, retracted or not: where it ends inside a node
+        # of the request's chain left from before a retraction, the node is split
+        # (radix_cache.split_node). Between its chunks (not in the last batch) that is all of C.
+        c.append(x.implies(x.and_(st == CHUNKED, x.not_(s.in_last_batch[r])),
                            s.cache_protected_len[r] == x.floor_page(s.kv_committed_len[r])))
     return x.and_(*c)
 
