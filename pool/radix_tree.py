@@ -513,10 +513,10 @@ class RadixTree:
                 h.swa_nodes.append(head)
             if h.uuid_node is c:
                 h.uuid_node = head
-        stack, atom = [c], head.atom
+        stack = [c]
         while stack:  # c and its descendants of the same owner: one atom further down
             n = stack.pop()
-            n.atom = self.next_atom(n.owner, atom if n is c else n.parent.atom)  # type: ignore[union-attr]
+            n.atom = self.next_atom(n.owner, n.parent.atom)  # type: ignore[union-attr]
             stack.extend(m for m in n.children if m.owner == c.owner)
         self._account(head, +1)
         self._account(c, +1)

@@ -357,14 +357,13 @@ class Scheduler:
 
     def atom_for(self, owner: int):  # noqa: ANN201
         """Model atom of a node request `owner` just created: the next atom of its private chain."""
-        chain = self.cfg.private_chain(owner)
+        first = self.cfg.private_chain(owner)[0]
 
         def f(n: TreeNode) -> int | None:
             par = n.parent
-            k = 0
             if par is not None and par.owner == owner and par.atom is not None:
-                k = chain.index(par.atom) + 1
-            return chain[k] if k < len(chain) else None
+                return self.next_atom(owner, par.atom)
+            return first
 
         return f
 
