@@ -355,12 +355,14 @@ def _first_free_private(x: Ctx, s: State, r: int, k: int) -> Any:
     return x.and_(prev, s.node_len[chain[k]] == 0)
 
 
+# lock records other than the request's own that a split may move to the tail's atom (the insert
+# callers list them too: a lock below the insert's end names a split node's atom)
+SPLIT_REMAPS = ("load_back_node", "load_back_swa_top", "slot_last_node", "slot_swa_lock_top")
+
+
 @transition(
     "mem_cache/swa_radix_cache.py::SWARadixCache._split_node",
-    modifies=(
-        "node_len", "node_device", "node_host", "node_swa_tombstone", "last_node", "swa_lock_top",
-        "load_back_node", "load_back_swa_top", "slot_last_node", "slot_swa_lock_top",
-    ),
+    modifies=("node_len", "node_device", "node_host", "node_swa_tombstone", "last_node", "swa_lock_top", *SPLIT_REMAPS),
 )
 def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
     """Split the node of r's own chain that [0, end) ends inside, if there is one (SGLang splits it
@@ -429,7 +431,7 @@ def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
     "mem_cache/swa_radix_cache.py::SWARadixCache.insert",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
-        "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", "slot_last_node", "slot_swa_lock_top",
+        "last_node", "swa_lock_top", *SPLIT_REMAPS,
     ),
 )
 def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted_seqlen: Any, site: str) -> tuple[State, Any, Any]:
@@ -539,7 +541,7 @@ def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:
     "mem_cache/swa_radix_cache.py::SWARadixCache.cache_unfinished_req",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
-        "cache_protected_len", "last_node", "swa_lock_top", *DRIFT_FIELDS,
+        "cache_protected_len", "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS,
     ),
 )
 def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
@@ -557,7 +559,7 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
     "mem_cache/swa_radix_cache.py::SWARadixCache.cache_finished_req",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
-        "last_node", "swa_lock_top", *DRIFT_FIELDS,
+        "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS,
     ),
 )
 def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> State:

@@ -58,7 +58,7 @@ def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
         "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", "last_node", "swa_lock_top", *DRIFT_FIELDS),
+        "slot_closed", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
 )
 def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort: Any = False) -> State:
     """Release request r's KV on finish (is_insert) or retraction: the cache takes its part
@@ -179,7 +179,7 @@ def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
         "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available",
         "swa_available", "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", *DRIFT_FIELDS),
+        "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
 )
 def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
     """Retract running requests one at a time (release_kv_cache without insert, evict for the

@@ -230,7 +230,7 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
         "node_swa_tombstone", "full_available", "swa_available", "req_pool_available",
         "cache_protected_len", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node",
-        "slot_swa_lock_top", "slot_is_active", *DRIFT_FIELDS),
+        "slot_swa_lock_top", "slot_is_active", "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
 )
 def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
     """A request whose prefill completed gets its first output token; it finishes
@@ -269,7 +269,8 @@ def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
         "status", "output_len", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen",
         "last_node", "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available", "req_pool_available", "slot_holding",
         "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len",
-        "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom", *DRIFT_FIELDS),
+        "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom",
+        "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
 )
 def run_decode_batch(x: Ctx, s: State) -> State:
     """`update_running_batch` (check_decode_mem, retract_decode), one decode (or EAGLE verify)

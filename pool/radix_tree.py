@@ -96,7 +96,8 @@ class Match:
 
 class RadixTree:
     def __init__(self, allocator: Any, page_size: int, hybrid: bool, window: int, host: HostPool | None,
-                 device: torch.device, mutant: Callable[[str], bool] = lambda n: False) -> None:
+                 device: torch.device, mutant: Callable[[str], bool] = lambda n: False,
+                 next_atom: Callable[[int, int | None], int | None] = lambda owner, atom: None) -> None:
         self.alloc = allocator
         self.ps = page_size
         self.hybrid = hybrid
@@ -112,7 +113,7 @@ class RadixTree:
         self.swa_protected_size_ = 0
         self.clock = 0
         self.handles: list[LockHandle] = []  # live locks: a split adds its head to the ones holding the node
-        self.next_atom: Callable[[int, int | None], int | None] = lambda owner, atom: None
+        self.next_atom = next_atom  # the model's chain order: a split renumbers the atoms below it
 
     # -- counters -------------------------------------------------------------------------------
     def _account(self, n: TreeNode, sign: int) -> None:

@@ -299,8 +299,8 @@ class Scheduler:
             self.alloc = PlainAllocator(params.full_tokens, ps, self.device, "full")
         warm_total = sum(params.warm_len)
         self.host = HostPool(4 * (params.full_tokens + warm_total) + 64, self.device) if cfg.hicache else None
-        self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device, self.mutant)
-        self.tree.next_atom = self.next_atom
+        self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device,
+                              self.mutant, self.next_atom)
         if max_context_len is None:
             spec_d = cfg.spec.num_draft_tokens if cfg.spec else 0
             per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + spec_d + 2 * ps
