@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any, NoReturn, Sequence
 
 import model.system  # noqa: F401  (registers every transition)
@@ -144,9 +145,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # -- check ----------------------------------------------------------------------------------------
 class ProgressPrinter:
+    PHASE_EVERY_S = 5.0  # piped output: at most one proof-phase line this often (a proof asks hundreds of queries)
+
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
+        self.last_phase = -self.PHASE_EVERY_S
 
     def __call__(self, config: str, depth: int, elapsed: float, status: dict[str, str]) -> None:
         if not self.enabled:
@@ -154,7 +158,11 @@ class ProgressPrinter:
         done = [f"{k}: {v}" for k, v in status.items() if v != "open" and not k.startswith("_")]
         solver = f" (solver {status['_solver_s']}s)" if "_solver_s" in status else ""
         line = f"[{config}] depth {depth} done, {elapsed:.1f}s{solver}" + (f"; {', '.join(done)}" if done else "")
-        if "_phase" in status:  # a long proof attempt between BMC depths
+        if "_phase" in status:  # a long proof attempt, between BMC depths or beside the BMC
+            now = time.monotonic()
+            if not self.tty and now - self.last_phase < self.PHASE_EVERY_S:
+                return
+            self.last_phase = now
             line = f"[{config}] {elapsed:.1f}s: {status['_phase']}"
         if self.tty:
             sys.stderr.write("\r\033[K" + line)
@@ -172,15 +180,23 @@ def cmd_check(args: argparse.Namespace) -> int:
         from .parallel import cmd_check_parallel
 
         return cmd_check_parallel(args)
+    design = build_design(args.design, args.without, args.with_, args.mutant)
+    props, configs = validate_selection(args)
+    baseline = PRESETS[args.design]
+    printer = ProgressPrinter(not args.no_progress and not args.json)
+    from .replay import WarmPool
+
+    with WarmPool() as warm:  # torch loads beside the search, for the counterexamples' pool replay
+        return _check_and_report(args, design, props, configs, baseline, printer, warm)
+
+
+def _check_and_report(args: argparse.Namespace, design: Design, props: list[str], configs: list[str],
+                      baseline: Design, printer: ProgressPrinter, warm: Any) -> int:
     from . import itf
     from .explain import explain
     from .run import counterexample_path, run_check
     from .trace import step_table
 
-    design = build_design(args.design, args.without, args.with_, args.mutant)
-    props, configs = validate_selection(args)
-    baseline = PRESETS[args.design]
-    printer = ProgressPrinter(not args.no_progress and not args.json)
     report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                        timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
                        minimize=not args.no_minimize, engine=args.engine)
@@ -195,9 +211,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         sysm = System(system_cfg, design)
         line = explain(sysm, r.property, r.trace.params, r.trace.states[-1])
         path = counterexample_path(args.out, design, r.property, cfg_name, many=len(violations) > 1)
-        from .replay import confirm_note
-
-        r.meta["pool_replay"] = confirm_note(r.trace)  # replayed on the torch pool before it is reported
+        r.meta["pool_replay"] = warm.confirm_note(r.trace)  # replayed on the torch pool before it is reported
         itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation",
                                   "pool_replay": r.meta["pool_replay"]})
         path.with_suffix("").with_suffix(".txt").write_text(step_table(r.trace, line) + "\n")
@@ -254,7 +268,10 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
         extra = ""
         if c.proof:
             k = c.proof.get("k", 1)
-            if c.proof.get("closed"):
+            if c.proof.get("unfinished"):
+                extra = (f"; {k}-induction unfinished after {c.proof.get('seconds')}s (stopped when the BMC had ended "
+                         "and as long again had passed; --engine induction runs it to the end)")
+            elif c.proof.get("closed"):
                 extra = f"; {k}-induction closed"
             elif c.proof.get("proved"):
                 extra = (f"; {k}-induction proved {', '.join(c.proof['proved'])}, not "

@@ -393,3 +393,73 @@ def confirm_note(trace: Trace, device: str = "cpu") -> str:
         print(f"kvmc: warning: kvmc bug: the pool does not follow this counterexample: {o.line()}", file=sys.stderr)
         return f"NOT confirmed: diverged at step {o.step}: {o.field}: model={o.model!r}, pool={o.pool!r} (a kvmc bug)"
     return f"not confirmed: {o.status}: {o.message}"
+
+
+class WarmPool:
+    """A forked process that imports torch and the pool while `kvmc check` searches, and confirms
+    the counterexamples it is sent (`confirm_note`). `import torch` takes about 1.8 s, most of a
+    cold check that finds a shallow bug; in the parent it would follow the search, here it runs
+    beside it on another core. Where fork is unavailable, or the child is gone, the parent replays
+    in-process: the confirmation is the same either way."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        import multiprocessing as mp
+
+        self.device = device
+        self.proc: Any = None
+        self.conn: Any = None
+        if "fork" in mp.get_all_start_methods() and not mp.current_process().daemon:
+            ctx = mp.get_context("fork")
+            self.conn, child = ctx.Pipe(duplex=True)
+            self.proc = ctx.Process(target=_warm_pool_child, args=(child, device), daemon=True)
+            self.proc.start()
+            child.close()
+
+    def confirm_note(self, trace: Trace) -> str:
+        if self.proc is not None:
+            if self.proc.is_alive():
+                try:
+                    self.conn.send(trace)
+                    kind, note = self.conn.recv()
+                    if kind == "note":
+                        return str(note)
+                except (EOFError, OSError):
+                    pass
+            self.close()  # the child is gone or failed: replay here (an error shows again, in-process)
+        return confirm_note(trace, self.device)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.conn.close()
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join()
+        self.proc = None
+
+    def __enter__(self) -> "WarmPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _warm_pool_child(conn: Any, device: str) -> None:
+    import importlib
+
+    importlib.import_module("pool")  # the point: torch and the pool are loaded before the first trace arrives
+
+    while True:
+        try:
+            trace = conn.recv()
+        except EOFError:
+            return
+        if trace is None:
+            return
+        try:
+            conn.send(("note", confirm_note(trace, device)))
+        except BaseException as e:  # the parent replays in-process and reports it there
+            conn.send(("error", f"{type(e).__name__}: {e}"))
