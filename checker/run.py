@@ -5,10 +5,13 @@ Strategy per config (engine "bmc", the default):
 1. Bounded model checking, incremental over depth, all selected properties at once (checker/bmc.py).
 2. Once every property has its witness (so none is vacuous) and no violation was found, and if
    proofs are on, the 1-induction step case is tried with the lemmas (checker/induction.py), in a
-   forked process while the BMC goes on. If it closes, every open property holds at every depth:
-   the verdict is `proved (k=1)` and the BMC stops at the next depth. If the BMC ends first with a
-   property still holding, the check waits for the attempt; if nothing is left to prove (every
-   property violated, or the first violation ended the check), the attempt is stopped.
+   forked process while the BMC goes on, with the case splits of `--engine induction` (a step
+   query z3 cannot answer whole is split into exhaustive cases). If it closes, every open property
+   holds at every depth: the verdict is `proved (k=1)` and the BMC stops inside the depth it is on.
+   If the BMC ends first with a property still holding, the check waits for the attempt as long
+   again as the BMC took (at least PROOF_GRACE_S), then stops it: the verdicts stay `holds to
+   depth k`. If nothing is left to prove (every property violated, or the first violation ended
+   the check), the attempt is stopped at once.
 
 A violation stops the whole check unless `keep_going` (TLC's default is the same: first error).
 """
@@ -95,31 +98,36 @@ class Report:
 Progress = Callable[[str, int, float, dict[str, str]], None]
 
 
-PROOF_ATTEMPT_MS = 30_000  # per step query of the check's own 1-induction attempt (`--engine induction` has its own)
+PROOF_ATTEMPT_MS = 30_000  # per step query of the check's own 1-induction attempt, inline (no splits)
+# per step query of a background attempt after its last split (a hybrid_swa leaf case takes up to
+# about 35 s; one cut short leaves its property unproved); `--timeout` overrides both
+PROOF_LEAF_MS = 60_000
+PROOF_GRACE_S = 60.0  # least time the attempt may go on after the BMC has ended
 
 # Run the check's proof attempt in a forked process beside the BMC (off inside `--jobs` pool
 # workers, whose siblings already use the cores).
 BACKGROUND_PROOF = True
 
 
-def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: int) -> dict[str, Any]:
+def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: int, split: bool,
+             tell: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Houdini at k=1 over `props` and `lemmas`; the properties left in the inductive set are
-    proved even when others are not. An opportunistic attempt: each step query gets
-    `timeout_ms`, then it is unknown and nothing is proved (on hybrid_swa the step query runs for
-    many minutes without the case splits of `--engine induction`)."""
+    proved even when others are not. Each step query gets `timeout_ms`; with `split` a query z3
+    cannot answer whole is split into cases (checker/induction.py), without it the query is
+    unknown and nothing is proved (on hybrid_swa the whole step query runs for many minutes)."""
     from .induction import KInduction
 
-    h = KInduction(system, props, lemmas=lemmas, timeout_ms=timeout_ms).houdini(1, split_on_unknown=False)
+    h = KInduction(system, props, lemmas=lemmas, timeout_ms=timeout_ms, progress=tell).houdini(1, split_on_unknown=split)
     failed = [p for p in props if p not in h.proved]
     return dict(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
-                seconds=h.seconds)
+                lemmas=list(h.lemmas), queries=h.queries, split_cases=h.split_cases, seconds=round(h.seconds, 2))
 
 
 def _houdini_child(conn: Any, *args: Any) -> None:
     try:
-        conn.send(_houdini(*args))
+        conn.send(("result", _houdini(*args, tell=lambda msg: conn.send(("progress", msg)))))
     except BaseException as e:  # reported in the parent, never as a proof
-        conn.send({"error": f"{type(e).__name__}: {e}"})
+        conn.send(("result", {"error": f"{type(e).__name__}: {e}"}))
     finally:
         conn.close()
 
@@ -132,7 +140,7 @@ class ProofAttempt:
     is on (`BMC.run`'s `abandon`) instead of finishing it for nothing."""
 
     def __init__(self, system: System, props: list[str], lemmas: list[str], timeout_ms: int, at_depth: int,
-                 on_close: Callable[[], Any]) -> None:
+                 on_close: Callable[[], Any], tell: Callable[[str], None] | None = None) -> None:
         import multiprocessing as mp
         import threading
 
@@ -141,18 +149,22 @@ class ProofAttempt:
         self.proc: Any = None
         self.closed = threading.Event()  # set once the answer proves every property
         self.on_close = on_close
+        self.tell = tell  # told what each step query of a background attempt is about
         self.cancelled = False
-        args = (system, props, lemmas, timeout_ms)
+        self.t0 = time.perf_counter()
         if BACKGROUND_PROOF and "fork" in mp.get_all_start_methods() and not mp.current_process().daemon:
+            # in the background the attempt splits the queries z3 cannot answer whole: it may take
+            # many minutes, and the check waits for it only for a while after the BMC (`poll`)
             ctx = mp.get_context("fork")  # the child inherits the system; nothing is pickled but the result
             conn, child = ctx.Pipe(duplex=False)
-            self.proc = ctx.Process(target=_houdini_child, args=(child, *args), daemon=True)
+            self.proc = ctx.Process(target=_houdini_child, daemon=True,
+                                    args=(child, system, props, lemmas, timeout_ms or PROOF_LEAF_MS, True))
             self.proc.start()
             child.close()
             self.waiter = threading.Thread(target=self._wait, args=(conn,), daemon=True)
             self.waiter.start()
-        else:
-            self._answer(_houdini(*args))
+        else:  # inline, the BMC waits: no splits, each query gets `timeout_ms` once
+            self._answer(_houdini(system, props, lemmas, timeout_ms or PROOF_ATTEMPT_MS, False))
 
     def _answer(self, res: dict[str, Any]) -> None:
         self.result = res
@@ -160,10 +172,17 @@ class ProofAttempt:
             self.closed.set()
 
     def _wait(self, conn: Any) -> None:
+        res = None
         try:
-            res = conn.recv()
+            while True:
+                kind, msg = conn.recv()
+                if kind == "result":
+                    res = msg
+                    break
+                if self.tell is not None and not self.cancelled:
+                    self.tell(msg)
         except EOFError:
-            res = None
+            pass
         self.proc.join()
         if res is None:
             if self.cancelled:
@@ -173,10 +192,15 @@ class ProofAttempt:
         if self.closed.is_set():
             self.on_close()  # the BMC's running query returns unknown; it then asks `abandon`
 
-    def poll(self, wait: bool = False) -> dict[str, Any] | None:
-        """The attempt's result once it has one (`wait`: block until then)."""
+    def poll(self, wait: bool = False, limit_s: float | None = None) -> dict[str, Any] | None:
+        """The attempt's result once it has one. `wait`: block until then, or for at most `limit_s`
+        seconds, after which the attempt is stopped and reported unfinished (nothing proved)."""
         if wait and self.proc is not None:
-            self.waiter.join()
+            self.waiter.join(limit_s)
+            if self.waiter.is_alive():
+                self.cancel()
+                return dict(k=1, closed=False, unfinished=True, proved=[], failed=[],
+                            seconds=round(time.perf_counter() - self.t0, 2))
         res = self.result
         if res is not None and "error" in res:
             raise RuntimeError(f"the check's 1-induction attempt failed: {res['error']}")
@@ -209,8 +233,10 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         # the lemmas that held in every BMC depth so far (a lemma the BMC dropped failed from the
         # initial state on: assuming it would be unsound)
         gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}
+        tell = (lambda msg: progress(cfg.name, t, time.perf_counter() - t0, {"_phase": f"proof: {msg}"})) \
+            if progress else None
         attempt.append(ProofAttempt(system, open_props, [n for n in LEMMAS if n not in gone],
-                                    timeout_ms or PROOF_ATTEMPT_MS, t, on_close=bmc.interrupt_check))
+                                    timeout_ms, t, on_close=bmc.interrupt_check, tell=tell))
         res = attempt[0].poll()
         return bool(res and res["closed"])
 
@@ -227,7 +253,9 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         a = attempt[0]
         first_error = not keep_going and any(r.verdict is Verdict.VIOLATED for r in results.values())
         if not first_error and any(r.verdict is Verdict.HOLDS_TO_DEPTH for r in results.values()):
-            proof = dict(a.poll(wait=True) or {}, at_depth=a.at_depth)  # it may still prove them
+            # it may still prove them: wait as long again as the BMC took, at least PROOF_GRACE_S
+            grace = max(PROOF_GRACE_S, time.perf_counter() - t0)
+            proof = dict(a.poll(wait=True, limit_s=grace) or {}, at_depth=a.at_depth)
         else:
             a.cancel()  # nothing left that it could prove, or the check ends at its first error
             if a.result is not None and "error" not in a.result:  # it had answered already

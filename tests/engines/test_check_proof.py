@@ -78,3 +78,17 @@ def test_a_first_error_stops_the_background_proof() -> None:
     assert rep.results["no_prefill_oom"].verdict is Verdict.VIOLATED
     assert rep.results["conservation"].verdict is Verdict.HOLDS_TO_DEPTH
     assert multiprocessing.active_children() == []
+
+
+def test_an_attempt_still_running_after_the_bmc_is_stopped_and_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # hybrid_swa's conservation step query needs hundreds of split cases (minutes); the BMC to depth
+    # 2 takes seconds, so the check waits PROOF_GRACE_S (or as long as the BMC took), then stops it
+    monkeypatch.setattr(run, "PROOF_GRACE_S", 0.5)
+    phases: list[str] = []
+    rep = run.check_config(PRESETS["current"], CONFIGS["hybrid_swa"], ["conservation"], 2,
+                           progress=lambda _c, _t, _el, st: phases.append(st.get("_phase", "")))
+    r = rep.results["conservation"]
+    assert rep.proof.get("unfinished") is True and rep.proof["at_depth"] == 1, rep.proof
+    assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.depth == 2, r.words()
+    assert any(p.startswith("proof: k=1 step case") for p in phases), phases  # the child's progress reached us
+    assert multiprocessing.active_children() == []
