@@ -30,6 +30,7 @@ that would exclude it had it been inductive), so a person can add or repair a le
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,12 +161,13 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
 
 class KInduction:
     def __init__(self, system: System, props: list[str], lemmas: list[str] | None = None, timeout_ms: int = 0,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, workers: int = 1) -> None:
         self.system = system
         self.props = props
         self.lemmas = list(LEMMAS) if lemmas is None else lemmas
         self.timeout_ms = timeout_ms
-        self.progress = progress  # told what each step-case query is about, before it runs
+        self.progress = progress  # told what each step-case query is about (before it runs, or its answer)
+        self.workers = workers  # processes that ask a split query's cases
 
     def _invariants(self) -> list[tuple[str, Any]]:
         out = [(p, PROPERTIES[p].holds) for p in self.props]
@@ -295,47 +297,71 @@ class KInduction:
         full timeout on the last level), the query is split into cases (`case_splits`), each asked
         the same way. The cases of a split cover every state, so the query is unsat iff every case
         is; a sat case is a CTI; a case still unknown after the last split leaves n unproved.
+        With `workers` > 1 the cases are asked in that many forked processes (`_settle_parallel`).
         Returns (z3 result, model when sat, the candidates' goal terms; every encoding names its
         symbols alike, so the model reads on them); `res.split_cases` counts the queries split."""
-        solver: Any = None
-        states: list[State] = []
-        goals: dict[str, Any] = {}
-        acts: dict[str, Any] = {}
+        q = _CaseQuery(self, k, active, n)
+        if self.workers > 1 and _can_fork():
+            r, m = self._settle_parallel(q, res)
+            return r, m, q.goals
 
-        def fresh() -> None:
-            nonlocal solver, states, goals, acts
-            solver, _params, states, goals, acts = self._encode(k)
-
-        fresh()
-        dims = case_splits(self.system, states, goals[n])
-        full = self.timeout_ms or NO_LIMIT_MS
-
-        def ask(cases: list[Any], level: int, where: str) -> tuple[Any, Any]:
+        def walk(path: tuple[int, ...]) -> tuple[Any, Any]:
             if self.progress:
-                self.progress(f"k={k} step case for {n}{where} ({res.queries} queries)")
-            last = level >= len(dims)
-            ms = full if last else min(full, SPLIT_AFTER_MS)
-            solver.set("timeout", ms)
-            solver.push()
-            solver.add(z3.Not(goals[n]), *cases)
+                self.progress(f"k={k} step case for {n}{q.where(path)} ({res.queries} queries)")
             res.queries += 1
-            r = solver.check(*[acts[c] if c in active else z3.Not(acts[c]) for c in acts])
-            m = solver.model() if r == z3.sat else None
-            solver.pop()
-            if r == z3.unknown:
-                fresh()  # a solver used past a timeout has answered sat wrongly: start again
-            if r != z3.unknown or last:
+            r, m = q.ask(path)
+            if r != z3.unknown or q.last(path):
                 return r, m
             res.split_cases += 1
-            name, split = dims[level]
-            for i, case in enumerate(split):
-                r2, m2 = ask(cases + [case], level + 1, f"{where}, {name} case {i + 1}/{len(split)}")
+            for i in range(q.width(path)):
+                r2, m2 = walk(path + (i,))
                 if r2 != z3.unsat:
                     return r2, m2
             return z3.unsat, None
 
-        r, m = ask([], 0, "")
-        return r, m, goals
+        r, m = walk(())
+        return r, m, q.goals
+
+    def _settle_parallel(self, q: "_CaseQuery", res: HoudiniResult) -> tuple[Any, Any]:
+        """`_settle`'s case tree, asked by `workers` forked processes: a case the solver gives up
+        on is replaced by its sub-cases in the queue. The first sat case (or one unknown after the
+        last split) stops the rest; a sat case is asked again here for its model."""
+        import multiprocessing as mp
+        import queue
+
+        global _CASE_SETUP
+        _CASE_SETUP = (self, q.k, q.active, q.n)  # the forked workers build their own query from it
+        done: "queue.Queue[Any]" = queue.Queue()
+        with mp.get_context("fork").Pool(self.workers) as pool:
+            def submit(path: tuple[int, ...]) -> None:
+                pool.apply_async(_ask_case, (path,), callback=done.put, error_callback=done.put)
+
+            submit(())
+            pending = 1
+            while pending:
+                item = done.get()
+                pending -= 1
+                if isinstance(item, BaseException):
+                    raise item
+                path, answer = item
+                res.queries += 1
+                if self.progress:
+                    self.progress(f"k={q.k} step case for {q.n}{q.where(path)}: {answer} ({res.queries} queries, "
+                                  f"{pending} cases queued, {self.workers} processes)")
+                if answer == "unsat":
+                    continue
+                if answer == "unknown" and not q.last(path):
+                    res.split_cases += 1
+                    for i in range(q.width(path)):
+                        submit(path + (i,))
+                        pending += 1
+                    continue
+                pool.terminate()
+                if answer == "sat":
+                    r, m = q.ask(path)  # again, here, for the model (the CTI)
+                    return (r, m) if r == z3.sat else (z3.unknown, None)
+                return z3.unknown, None
+        return z3.unsat, None
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run
@@ -363,6 +389,61 @@ def _term(v: Any) -> Any:
     return z3.BoolVal(v) if isinstance(v, bool) else v
 
 
+class _CaseQuery:
+    """One candidate's step query and its case splits; a case is named by its path, the index of
+    its case in each split taken so far (() is the whole query)."""
+
+    def __init__(self, ind: KInduction, k: int, active: list[str], n: str) -> None:
+        self.ind, self.k, self.active, self.n = ind, k, active, n
+        self._fresh()
+        self.dims = case_splits(ind.system, self.states, self.goals[n])
+        self.full = ind.timeout_ms or NO_LIMIT_MS
+
+    def _fresh(self) -> None:
+        self.solver, _params, self.states, self.goals, self.acts = self.ind._encode(self.k)
+
+    def last(self, path: tuple[int, ...]) -> bool:
+        return len(path) >= len(self.dims)
+
+    def width(self, path: tuple[int, ...]) -> int:
+        return len(self.dims[len(path)][1])
+
+    def where(self, path: tuple[int, ...]) -> str:
+        return "".join(f", {self.dims[lv][0]} case {i + 1}/{len(self.dims[lv][1])}" for lv, i in enumerate(path))
+
+    def ask(self, path: tuple[int, ...]) -> tuple[Any, Any]:
+        """(z3 result, model when sat); the time limit is SPLIT_AFTER_MS while splits are left."""
+        cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
+        self.solver.set("timeout", self.full if self.last(path) else min(self.full, SPLIT_AFTER_MS))
+        self.solver.push()
+        self.solver.add(z3.Not(self.goals[self.n]), *cases)
+        r = self.solver.check(*[self.acts[c] if c in self.active else z3.Not(self.acts[c]) for c in self.acts])
+        m = self.solver.model() if r == z3.sat else None
+        self.solver.pop()
+        if r == z3.unknown:
+            self._fresh()  # a solver used past a timeout has answered sat wrongly: start again
+        return r, m
+
+
+_CASE_SETUP: tuple[Any, ...] | None = None  # set by _settle_parallel before it forks its workers
+_CASE_QUERY: _CaseQuery | None = None  # a worker's own query, built on its first case
+
+
+def _ask_case(path: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+    global _CASE_QUERY
+    if _CASE_QUERY is None:
+        assert _CASE_SETUP is not None
+        _CASE_QUERY = _CaseQuery(*_CASE_SETUP)
+    r, _m = _CASE_QUERY.ask(path)
+    return path, str(r)
+
+
+def _can_fork() -> bool:
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
+
+
 def false_lemmas(system: System, trace: Trace) -> list[str]:
     """Known lemmas that are false in some state of a CTI but its last: had they been assumed (and
     inductive), the CTI would not exist."""
@@ -382,6 +463,8 @@ def false_lemmas(system: System, trace: Trace) -> list[str]:
 # -- the engine -------------------------------------------------------------------------------------
 MAX_K = 4  # k tried at most (a deeper step case is rarely cheaper than a new lemma)
 STEP_TIMEOUT_MS = 120_000  # per step-case query when no --timeout is given: then `unknown`, never proved
+# processes that ask a split step query's cases (1 inside `--jobs` pool workers, whose siblings use the cores)
+CASE_WORKERS = os.cpu_count() or 1
 
 
 def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: bool = True, timeout_ms: int = 0,
@@ -415,7 +498,7 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}  # failed in the base case
             lem = [n for n in use if n not in gone]
             tell = (lambda msg: progress(cfg.name, t, time.perf_counter() - t0, {"_phase": msg})) if progress else None
-            h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell).houdini(k)
+            h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell, workers=CASE_WORKERS).houdini(k)
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
                              "unknown": h.unknown or None, "queries": h.queries, "seconds": round(h.seconds, 2)})

@@ -204,9 +204,10 @@ def run_job(job: Job) -> dict[str, Any]:
 
 
 def _in_pool_worker() -> None:
-    from . import run
+    from . import induction, run
 
     run.BACKGROUND_PROOF = False  # the pool's other workers already use the cores
+    induction.CASE_WORKERS = 1
 
 
 def _pool_run(jobs: list[Job], n: int) -> list[dict[str, Any]]:

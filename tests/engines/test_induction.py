@@ -185,10 +185,12 @@ def test_case_splits_cover_every_state() -> None:
     assert s.check() == z3.sat
 
 
-def test_an_unknown_step_query_is_settled_case_by_case(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A per-candidate query the solver cannot answer whole is split into cases: with every whole
     query made unknown, Houdini on `small` still proves what it proves without splitting and still
-    finds the planted bug's counterexample to induction, now in one of the cases."""
+    finds the planted bug's counterexample to induction, now in one of the cases; the same when
+    the cases are asked by two forked processes."""
     import z3
 
     system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
@@ -235,7 +237,16 @@ def test_an_unknown_step_query_is_settled_case_by_case(monkeypatch: pytest.Monke
         return (Splitting(),) + tuple(out[1:])
 
     monkeypatch.setattr(KInduction, "_encode", whole_queries_unknown)
-    split = KInduction(system, props).houdini(1)
+    parallel = {"n": 0}
+    real_parallel = KInduction._settle_parallel
+
+    def counted(self: KInduction, *a: Any) -> Any:
+        parallel["n"] += 1
+        return real_parallel(self, *a)
+
+    monkeypatch.setattr(KInduction, "_settle_parallel", counted)
+    split = KInduction(system, props, workers=workers).houdini(1)
+    assert (parallel["n"] > 0) == (workers > 1), parallel
     assert split.split_cases >= len(props), split
     assert sorted(split.proved) == sorted(plain.proved), (split, plain)
     assert "conservation" in split.dropped and "conservation" in split.ctis, split
