@@ -301,9 +301,7 @@ class KInduction:
         Returns (z3 result, model when sat, the candidates' goal terms; every encoding names its
         symbols alike, so the model reads on them); `res.split_cases` counts the queries split."""
         q = _CaseQuery(self, k, active, n)
-        if self.workers > 1 and _can_fork():
-            r, m = self._settle_parallel(q, res)
-            return r, m, q.goals
+        parallel = self.workers > 1 and _can_fork()
 
         def walk(path: tuple[int, ...]) -> tuple[Any, Any]:
             if self.progress:
@@ -313,6 +311,8 @@ class KInduction:
             if r != z3.unknown or q.last(path):
                 return r, m
             res.split_cases += 1
+            if parallel:  # the whole query was too hard: its cases go to the workers
+                return self._settle_parallel(q, res, [path + (i,) for i in range(q.width(path))])
             for i in range(q.width(path)):
                 r2, m2 = walk(path + (i,))
                 if r2 != z3.unsat:
@@ -322,10 +322,10 @@ class KInduction:
         r, m = walk(())
         return r, m, q.goals
 
-    def _settle_parallel(self, q: "_CaseQuery", res: HoudiniResult) -> tuple[Any, Any]:
-        """`_settle`'s case tree, asked by `workers` forked processes: a case the solver gives up
-        on is replaced by its sub-cases in the queue. The first sat case (or one unknown after the
-        last split) stops the rest; a sat case is asked again here for its model."""
+    def _settle_parallel(self, q: "_CaseQuery", res: HoudiniResult, cases: list[tuple[int, ...]]) -> tuple[Any, Any]:
+        """`_settle`'s case tree below `cases`, asked by `workers` forked processes: a case the
+        solver gives up on is replaced by its sub-cases in the queue. The first sat case (or one
+        unknown after the last split) stops the rest; a sat case is asked again here for its model."""
         import multiprocessing as mp
         import queue
 
@@ -336,8 +336,9 @@ class KInduction:
             def submit(path: tuple[int, ...]) -> None:
                 pool.apply_async(_ask_case, (path,), callback=done.put, error_callback=done.put)
 
-            submit(())
-            pending = 1
+            for path in cases:
+                submit(path)
+            pending = len(cases)
             while pending:
                 item = done.get()
                 pending -= 1
