@@ -128,7 +128,8 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
     """How to split a step query the solver cannot answer whole, coarsest first: the goal's
     conjuncts (a state failing `a and b` fails one of them), the statuses of every request before
     the last step, which batch the last step ran, the statuses after it, and the batch before it
-    (with, on paged configs, which committed lengths are page aligned). Each split is a list
+    (with, on paged configs, which committed lengths are page aligned; then, on paged configs,
+    which are aligned after the step). Each split is a list
     of cases whose disjunction is valid (a last "none of these" case closes each domain), so a
     query is unsat exactly when it is unsat in every case."""
     pre, post = states[-2], states[-1]
@@ -156,6 +157,12 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
         before = [z3.And(c, *[(pre.kv_committed_len[r] % ps == 0) == bit for r, bit in enumerate(bits)])
                   for c in before for bits in itertools.product([True, False], repeat=R)]
     out.append((name, before))
+    if ps > 1 and R:
+        # on paged configs, for the leaves still too hard: which committed lengths are page
+        # aligned after the step (two requests admitted together in one extend batch, say)
+        out.append(("page-aligned kv_committed_len after the step",
+                    [z3.And(*[(post.kv_committed_len[r] % ps == 0) == bit for r, bit in enumerate(bits)])
+                     for bits in itertools.product([True, False], repeat=R)]))
     return out
 
 
