@@ -145,7 +145,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # -- check ----------------------------------------------------------------------------------------
 class ProgressPrinter:
-    PHASE_EVERY_S = 5.0  # piped output: at most one proof-phase line this often (a proof asks hundreds of queries)
+    # piped output: at most one proof-phase line this often (a proof asks hundreds of queries), but
+    # every candidate Houdini drops, with why
+    PHASE_EVERY_S = 5.0
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -160,7 +162,7 @@ class ProgressPrinter:
         line = f"[{config}] depth {depth} done, {elapsed:.1f}s{solver}" + (f"; {', '.join(done)}" if done else "")
         if "_phase" in status:  # a long proof attempt, between BMC depths or beside the BMC
             now = time.monotonic()
-            if not self.tty and now - self.last_phase < self.PHASE_EVERY_S:
+            if not self.tty and now - self.last_phase < self.PHASE_EVERY_S and "dropped " not in status["_phase"]:
                 return
             self.last_phase = now
             line = f"[{config}] {elapsed:.1f}s: {status['_phase']}"

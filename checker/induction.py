@@ -276,6 +276,9 @@ class KInduction:
                     cti = cti or self._cti(m, params, states)
                     res.ctis[n] = (cti, failed)
                 res.dropped[n] = f"fails the step case at k={k} (with {', '.join(f for f in failed if f != n) or 'nothing else'} failing)"
+            if self.progress:
+                for n in failed:
+                    self.progress(f"dropped {n}: {res.dropped[n]}")
             active = [n for n in active if n not in failed]
         if one_by_one:
             res.unknown = ""  # the per-candidate queries settled it (their unknowns are in `dropped`)

@@ -76,3 +76,17 @@ def test_show_rejects_a_truncated_trace(tmp_path: Path, capsys: pytest.CaptureFi
 def test_entry_point_installed() -> None:
     r = subprocess.run([sys.executable, "-m", "checker.cli", "check", "--depth", "0"], capture_output=True, text=True)
     assert r.returncode == 2 and "--depth 0" in r.stderr
+
+
+def test_piped_progress_keeps_every_dropped_candidate(capsys: pytest.CaptureFixture[str]) -> None:
+    """Piped, proof-phase lines are thinned to one per PHASE_EVERY_S, except a candidate Houdini
+    drops (the line that says why a property was not proved)."""
+    from checker.cli import ProgressPrinter
+
+    pr = ProgressPrinter(True)
+    pr.tty = False
+    for i in range(3):
+        pr("small", 1, 0.1 * i, {"_phase": f"k=1 step case for conservation, case {i}: unsat"})
+    pr("small", 1, 0.4, {"_phase": "proof: dropped conservation: step case at k=1: solver unknown"})
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "case 0" in lines[0] and "dropped conservation" in lines[1], lines
