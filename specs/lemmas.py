@@ -277,6 +277,25 @@ def private_chains(x: Ctx, s: State) -> Any:
     return x.and_(*c)
 
 
+def warm_prefix(x: Ctx, s: State) -> Any:
+    """A warm-prefix node keeps its length until it is evicted whole (an insert never splits or
+    extends it). Outside sessions and HiCache, a request's tokens in the tree (the warm prefix on
+    its path, then its private chain) end at or before an earlier C, so within its fill minus one:
+    its chain starts after the warm nodes present when it was built, and those stay while it hangs
+    below them."""
+    c = [x.or_(s.node_len[a] == 0, s.node_len[a] == x.p.warm_len[a]) for a in range(x.cfg.warm_atoms)]
+    for r in range(x.cfg.num_reqs):
+        if x.cfg.slot_of(r) is not None or x.cfg.hicache or not x.cfg.shares(r):
+            continue
+        st = s.status[r]
+        chain = x.shape.private[r]
+        on_path = x.sum(s.node_len[a] for a in x.shape.path[r])
+        fill = s.origin_input_len[r] + s.output_len[r]
+        c.append(x.implies(x.and_(x.or_(st == WAITING, st == CHUNKED, st == RUNNING), s.node_len[chain[0]] > 0),
+                           on_path <= fill - 1))
+    return x.and_(*c)
+
+
 LEMMAS: dict[str, Lemma] = {
     lm.name: lm
     for lm in [
@@ -290,5 +309,6 @@ LEMMAS: dict[str, Lemma] = {
         Lemma("swa_locks", "a lock's swa_uuid_for_lock node is the lock node or one of its ancestors", swa_locks),
         Lemma("request_rows", "NEW/WAITING rows are empty, a chunked request has released no SWA, a NEW request's chain is empty", request_rows),
         Lemma("private_chains", "a running request's private chain is the path to its lock node; chains are shorter than the fill", private_chains),
+        Lemma("warm_prefix", "warm nodes keep their length or are gone; a request's path holds less than its fill", warm_prefix),
     ]
 }
