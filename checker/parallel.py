@@ -54,7 +54,7 @@ def render(results: list[dict[str, Any]], depth: int, engine: str, n: int) -> st
         for p, d in res["results"].items():
             line = f"    {p:20s} {d['words']}"
             if d.get("counterexample"):
-                line += f"  counterexample: {d['counterexample']}"
+                line += f"  counterexample: {d['counterexample']} (pool: {d.get('pool_replay', 'not replayed')})"
             elif d.get("cti"):
                 line += f"  counterexample to induction: {d['cti']}"
             elif d["verdict"] == "unknown" and d.get("reason"):

@@ -205,6 +205,9 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
     gone = missing(trace.design.mutants)
     if gone:
         return Outcome(file, NOT_REPLAYABLE, message=f"mutant {', '.join(gone)} has no pool counterpart (pool/mutants.py)")
+    if trace.design.overrides:  # a reviewer's proposed patch exists only as a model transition
+        return Outcome(file, NOT_REPLAYABLE, message=f"transition override of {', '.join(sorted(trace.design.overrides))} "
+                                                     "has no pool counterpart (the pool runs the unpatched transitions)")
     if check_model:
         try:
             validate(trace, file)

@@ -162,12 +162,14 @@ class Job:
     timeout_ms: int
     out: str
     minimize: bool = True
+    no_replay: str = ""  # why its counterexamples are not replayed on the pool (empty: they are)
 
 
 def run_job(job: Job) -> dict[str, Any]:
     """Check one (side, config) and return plain data; counterexamples are written here."""
     from . import itf
     from .explain import explain
+    from .replay import confirm_note
     from .run import engine_check_config
     from .trace import step_table
     from specs.configs import CONFIGS
@@ -185,9 +187,12 @@ def run_job(job: Job) -> dict[str, Any]:
         if r.trace is not None and r.verdict.value == "violated":
             line = explain(sysm, name, r.trace.params, r.trace.states[-1])
             path = Path(job.out) / job.side.label / design.name / f"{name}.{job.config}.itf.json"
+            # replayed on the torch pool before it is reported, as `kvmc check` does (principle 3)
+            note = f"not replayed: {job.no_replay}" if job.no_replay else confirm_note(r.trace)
             itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation",
-                                      "review_side": job.side.label})
+                                      "review_side": job.side.label, "pool_replay": note})
             d["counterexample"] = str(path)
+            d["pool_replay"] = note
             d["violation"] = line
             d["step_table"] = step_table(r.trace, line)
         cti = r.meta.get("cti")
@@ -281,7 +286,9 @@ def _job_dict(j: Job) -> dict[str, Any]:
     return {"side": {"label": s.label, "preset": s.preset, "without": list(s.without), "with_": list(s.with_),
                      "mutants": list(s.mutants), "patches": list(s.patches), "rev": None},
             "config": j.config, "props": list(j.props), "depth": j.depth, "engine": j.engine, "prove": j.prove,
-            "timeout_ms": j.timeout_ms, "out": j.out, "minimize": j.minimize}
+            "timeout_ms": j.timeout_ms, "out": j.out, "minimize": j.minimize,
+            "no_replay": j.no_replay or (f"the model is git revision {s.rev}'s, the pool implements the working tree's"
+                                         if s.rev else "")}
 
 
 def _job_from(d: dict[str, Any]) -> Job:
@@ -289,7 +296,7 @@ def _job_from(d: dict[str, Any]) -> Job:
     side = Side(sd["label"], sd["preset"], tuple(sd["without"]), tuple(sd["with_"]), tuple(sd["mutants"]),
                 tuple(sd["patches"]), None)
     return Job(side, d["config"], tuple(d["props"]), d["depth"], d["engine"], d["prove"], d["timeout_ms"], d["out"],
-               d["minimize"])
+               d["minimize"], d.get("no_replay", ""))
 
 
 def _subprocess_main() -> int:
@@ -442,6 +449,7 @@ def render_text(rep: ReviewReport) -> str:
             cx = r["head"].counterexample()
             if cx:
                 out += ["", f"{r['property']} newly broken on {cx['config']}: {cx['counterexample']}",
+                        f"  pool replay: {cx.get('pool_replay', 'not replayed')}",
                         "  " + cx["step_table"].replace("\n", "\n  ")]
         elif r["change"] == "fixed":
             cx = r["base"].counterexample()
@@ -464,7 +472,9 @@ def render_markdown(rep: ReviewReport) -> str:
             cx = r["head"].counterexample()
             if cx:
                 out += ["", f"<details><summary><code>{r['property']}</code> counterexample on <code>{cx['config']}</code> "
-                        f"(<code>{cx['counterexample']}</code>)</summary>", "", "```", cx["step_table"], "```", "</details>"]
+                        f"(<code>{cx['counterexample']}</code>)</summary>", "",
+                        f"pool replay: {cx.get('pool_replay', 'not replayed')}", "", "```", cx["step_table"], "```",
+                        "</details>"]
     out += ["", "_\"proved\" is about the kvmc model of SGLang's scheduler, not about SGLang itself._"]
     return "\n".join(out)
 

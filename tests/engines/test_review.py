@@ -63,8 +63,13 @@ def test_patch_file_overrides_a_transition(tmp_path: Path, capsys: pytest.Captur
     assert rows["conservation"]["change"] == "newly broken"
     assert rows["conservation"]["base"]["verdict"] == "holds to depth"
     assert data["head"] == "current+leaky_free"
-    cx = rows["conservation"]["head"]["configs"]["small"]["counterexample"]
-    assert Path(cx).exists() and json.loads(Path(cx).read_text())["#meta"]["property"] == "conservation"
+    head = rows["conservation"]["head"]["configs"]["small"]
+    assert Path(head["counterexample"]).exists()
+    meta = json.loads(Path(head["counterexample"]).read_text())["#meta"]
+    assert meta["property"] == "conservation"
+    # the pool runs SGLang's transitions, not the reviewer's patch: said, not replayed as a divergence
+    assert head["pool_replay"].startswith("not confirmed: not replayable: transition override of free"), head
+    assert meta["pool_replay"] == head["pool_replay"]
 
 
 # -- the six known fixes ----------------------------------------------------------------------------------
@@ -92,6 +97,8 @@ def test_review_each_known_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str
     row = next(r for r in data["properties"] if r["property"] == prop)
     cx = row["head"]["configs"][config]["counterexample"]
     assert Path(cx).exists()
+    # found in a pool worker, and replayed on the torch pool there before it is reported
+    assert row["head"]["configs"][config]["pool_replay"].startswith("confirmed (reproduced on the pool"), row["head"]
     # reversed: the fix fixes exactly that property (both sides are reused from the run above)
     rc, out, err = _review(capsys, "--base", "current", "--base-without", fix, "--head", "current", *common)
     assert rc == 0, err
@@ -169,6 +176,17 @@ def test_check_jobs_combined_report(tmp_path: Path, capsys: pytest.CaptureFixtur
     data = json.loads(out)
     assert sorted(c["config"] for c in data["checks"]) == ["sessions", "small"]
     assert all(c["results"]["no_prefill_oom"]["verdict"] == "holds to depth" for c in data["checks"])
+
+
+def test_check_jobs_replays_its_counterexamples_on_the_pool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["check", "--jobs", "2", "--without", "swa_busy_check", "--config", "small", "--config", "hybrid_swa",
+               "--property", "busy_check_sound", "--depth", "1", "--no-prove", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 1, err
+    line = next(ln for ln in out.splitlines() if "counterexample:" in ln)
+    assert "hybrid_swa" in line and "(pool: confirmed (reproduced on the pool, cpu))" in line, out
+    meta = json.loads(next(tmp_path.rglob("*.itf.json")).read_text())["#meta"]
+    assert meta["pool_replay"].startswith("confirmed"), meta
 
 
 def test_check_all_presets_in_one_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
