@@ -168,9 +168,10 @@ def test_case_splits_cover_every_state() -> None:
     paged = System(CONFIGS["paged"], PRESETS["current"])
     _s, _p, pstates, pgoals, _a = KInduction(paged, ["conservation"])._encode(1)
     pdims = case_splits(paged, pstates, pgoals["conservation"])
-    assert [(n, len(c)) for n, c in pdims[-2:]] == [("batch before the step x page-aligned kv_committed_len", 4 * 4),
-                                                    ("page-aligned kv_committed_len after the step", 4)]
-    for _n, pcases in pdims[-2:]:
+    assert [(n, len(c)) for n, c in pdims[-3:]] == [("batch before the step x page-aligned kv_committed_len", 4 * 4),
+                                                    ("page-aligned kv_committed_len after the step", 4),
+                                                    ("requests holding a tree lock before the step", 4)]
+    for _n, pcases in pdims[-3:]:
         s = z3.Solver()
         s.add(z3.Not(z3.Or(*pcases)))
         assert s.check() == z3.unsat
