@@ -120,6 +120,7 @@ class HoudiniResult:
     seconds: float = 0.0
 
 
+RENEW_AFTER = 16  # a case query's solver is encoded afresh after this many queries (and for each last-level case)
 SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, then it is split
 NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 
@@ -417,6 +418,7 @@ class _CaseQuery:
 
     def _fresh(self) -> None:
         self.solver, _params, self.states, self.goals, self.acts = self.ind._encode(self.k)
+        self.asked = 0  # queries answered by this solver
 
     def last(self, path: tuple[int, ...]) -> bool:
         return len(path) >= len(self.dims)
@@ -430,6 +432,12 @@ class _CaseQuery:
     def ask(self, path: tuple[int, ...]) -> tuple[Any, Any]:
         """(z3 result, model when sat); the time limit is SPLIT_AFTER_MS while splits are left."""
         cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
+        if self.asked and (self.last(path) or self.asked >= RENEW_AFTER):
+            # z3 slows down on a solver that has answered many other cases (a paged leaf: unsat in
+            # 10 s on a fresh solver, 18 s after 5 sibling cases, unknown after 120 s in a worker
+            # that had answered hundreds); encoding again costs about 0.5 s
+            self._fresh()
+        self.asked += 1
         self.solver.set("timeout", self.full if self.last(path) else min(self.full, SPLIT_AFTER_MS))
         self.solver.push()
         self.solver.add(z3.Not(self.goals[self.n]), *cases)

@@ -255,3 +255,27 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
     assert "conservation" in split.dropped and "conservation" in split.ctis, split
     tr, failing = split.ctis["conservation"]
     assert "conservation" in failing and len(tr.states) == 2
+
+
+def test_a_case_query_renews_its_solver_for_leaves_and_after_many_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z3 slows down on a solver that has answered many other cases, so a case at the last split
+    (the one given the full time limit) is asked on a freshly encoded solver, and so is any case
+    after `RENEW_AFTER` queries on one solver; the answers are the same either way."""
+    from checker import induction
+    from checker.induction import _CaseQuery
+
+    system = System(CONFIGS["small"], PRESETS["current"])
+    q = _CaseQuery(KInduction(system, ["conservation"]), 1, ["conservation"], "conservation")
+    first = q.solver
+    inner = (0,) * (len(q.dims) - 1)  # a case above the last split
+    assert str(q.ask(inner)[0]) == "unsat" and q.solver is first  # a new solver answers here
+    assert str(q.ask(inner)[0]) == "unsat" and q.solver is first  # and keeps answering
+    leaf = (0,) * len(q.dims)
+    assert str(q.ask(leaf)[0]) == "unsat"
+    assert q.solver is not first  # the leaf was not asked on the used solver
+    monkeypatch.setattr(induction, "RENEW_AFTER", 2)
+    second = q.solver
+    q.ask(inner)
+    assert q.solver is second
+    q.ask(inner)
+    assert q.solver is not second  # two queries on it: encoded again
