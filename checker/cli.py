@@ -177,13 +177,28 @@ class ProgressPrinter:
             sys.stderr.write("\n")
 
 
+def lemma_selection(args: argparse.Namespace) -> list[str] | None:
+    """The lemmas the proofs may assume: all, less each `--without-lemma` (None: all)."""
+    if not args.without_lemma:
+        return None
+    for n in args.without_lemma:
+        _choices("lemma", n, list(LEMMAS))
+    if args.engine not in ("bmc", "induction"):
+        raise UsageError(f"--without-lemma applies to the proofs of the bmc and induction engines, not --engine {args.engine}")
+    if args.all or args.jobs is not None:
+        raise UsageError("--without-lemma is not supported with --all/--jobs; run one kvmc check per design")
+    return [n for n in LEMMAS if n not in args.without_lemma]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    lemmas = lemma_selection(args)
     if args.all or args.jobs is not None:
         from .parallel import cmd_check_parallel
 
         return cmd_check_parallel(args)
     design = build_design(args.design, args.without, args.with_, args.mutant)
     props, configs = validate_selection(args)
+    args.lemmas = lemmas
     baseline = PRESETS[args.design]
     printer = ProgressPrinter(not args.no_progress and not args.json)
     from .replay import WarmPool
@@ -201,7 +216,7 @@ def _check_and_report(args: argparse.Namespace, design: Design, props: list[str]
 
     report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                        timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
-                       minimize=not args.no_minimize, engine=args.engine)
+                       minimize=not args.no_minimize, engine=args.engine, lemmas=args.lemmas)
     printer.end()
     violations = report.violations()
     written: dict[tuple[str, str], str] = {}
@@ -353,6 +368,8 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--no-prove", action="store_true", help="bounded checking only (no 1-induction proof)")
     pc.add_argument("--no-minimize", action="store_true", help="report the first counterexample found as is")
     pc.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
+    pc.add_argument("--without-lemma", action="append", default=[], metavar="LEMMA",
+                    help="do not assume this lemma in the induction proofs (try a smaller inductive set)")
     pc.add_argument("--no-progress", action="store_true")
     pc.add_argument("-v", "--verbose", action="store_true")
     pc.add_argument("--all", action="store_true", help="every preset design (x every config), in parallel; one report")

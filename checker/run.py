@@ -216,8 +216,9 @@ class ProofAttempt:
 
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
                  timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True,
-                 keep_going: bool = True) -> ConfigReport:
+                 keep_going: bool = True, lemmas: list[str] | None = None) -> ConfigReport:
     t0 = time.perf_counter()
+    use = list(LEMMAS) if lemmas is None else lemmas
     system = System(cfg, design)
     bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize)
     attempt: list[ProofAttempt] = []
@@ -235,7 +236,7 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}
         tell = (lambda msg: progress(cfg.name, t, time.perf_counter() - t0, {"_phase": f"proof: {msg}"})) \
             if progress else None
-        attempt.append(ProofAttempt(system, open_props, [n for n in LEMMAS if n not in gone],
+        attempt.append(ProofAttempt(system, open_props, [n for n in use if n not in gone],
                                     timeout_ms, t, on_close=bmc.interrupt_check, tell=tell))
         res = attempt[0].poll()
         return bool(res and res["closed"])
@@ -299,13 +300,15 @@ def engine_check_config(engine: str) -> Callable[..., ConfigReport]:
 
 def run_check(design: Design, configs: list[str], props: list[str], depth: int, prove: bool = True,
               keep_going: bool = False, timeout_ms: int = 0, progress: Progress | None = None,
-              baseline: Design | None = None, minimize: bool = True, engine: str = "bmc") -> Report:
+              baseline: Design | None = None, minimize: bool = True, engine: str = "bmc",
+              lemmas: list[str] | None = None) -> Report:
     t0 = time.perf_counter()
     out: list[ConfigReport] = []
     stopped = False
     run_one = engine_check_config(engine)
     for name in order_configs(configs, design, baseline):
-        rep = run_one(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize, keep_going)
+        extra = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
+        rep = run_one(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize, keep_going, **extra)
         out.append(rep)
         if not keep_going and any(r.verdict is Verdict.VIOLATED for r in rep.results.values()):
             stopped = len(out) < len(configs)

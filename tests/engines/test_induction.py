@@ -279,3 +279,31 @@ def test_a_case_query_renews_its_solver_for_leaves_and_after_many_queries(monkey
     assert q.solver is second
     q.ask(inner)
     assert q.solver is not second  # two queries on it: encoded again
+
+
+def test_cli_without_lemma_narrows_what_the_proof_may_assume(planted: None, tmp_path: Any,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`--without-lemma` takes lemmas out of the inductive set: the planted property is proved with
+    the lemmas that imply it and not without them; unknown names and other engines are usage errors."""
+    from checker.cli import main
+
+    def verdict(*extra: str) -> tuple[int, dict[str, Any]]:
+        rc = main(["check", "--engine", "induction", "--config", "small", "--property", "output_bounded", "--depth", "2",
+                   "--json", "--out", str(tmp_path), *extra])
+        out, err = capsys.readouterr()
+        assert rc in (0, 3), err
+        (cfg,) = json.loads(out)["configs"]
+        return rc, cfg
+
+    rc, cfg = verdict()
+    assert [r["verdict"] for r in cfg["results"]] == ["proved"]
+    # request_lengths also says an unfinished request has output_len < max_new_tokens
+    rc, cfg = verdict("--without-lemma", "unfinished_below_max", "--without-lemma", "request_lengths")
+    assert [r["verdict"] for r in cfg["results"]] == ["holds to depth"]
+    assert all("request_lengths" not in a["lemmas"] and "unfinished_below_max" not in a["lemmas"]
+               for a in cfg["proof"]["attempts"]), cfg["proof"]
+    for argv in (["--without-lemma", "no_such_lemma"], ["--without-lemma", "typing", "--engine", "explicit"],
+                 ["--without-lemma", "typing", "--jobs", "2"]):
+        rc = main(["check", "--config", "small", "--depth", "1", *argv])
+        _out, err = capsys.readouterr()
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
