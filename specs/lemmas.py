@@ -43,7 +43,7 @@ def tree_shape(x: Ctx, s: State) -> Any:
     for a in range(K):
         p = x.shape.parent[a]
         L = s.node_len[a]
-        c += [L >= 0, x.floor_page(L) == L]
+        c += [L >= 0, x.page_aligned(L)]
         c.append(x.implies(x.and_(L > 0, x.not_(s.node_device[a])), s.node_host[a]))
         if p >= 0 and x.cfg.owner(a) == x.cfg.owner(p):  # the private chain and the warm chain are prefixes
             c.append(x.implies(L > 0, s.node_len[p] > 0))
@@ -64,7 +64,7 @@ def request_lengths(x: Ctx, s: State) -> Any:
         run = st == RUNNING
         chunk = st == CHUNKED
         holds = x.or_(run, chunk)
-        c.append(x.implies(holds, x.and_(P >= 0, P <= C, C <= A, E >= 0, x.floor_page(P) == P, x.floor_page(E) == E, E <= C)))
+        c.append(x.implies(holds, x.and_(P >= 0, P <= C, C <= A, E >= 0, x.page_aligned(P), x.page_aligned(E), E <= C)))
         if x.cfg.spec is None:
             c.append(x.implies(holds, A == C))
         c.append(x.implies(run, x.and_(C == fill - 1, s.output_len[r] >= 1)))
@@ -140,9 +140,9 @@ def chunked_fits(x: Ctx, s: State) -> Any:
 
 
 def pools_nonnegative(x: Ctx, s: State) -> Any:
-    c = [s.full_available >= 0, s.req_pool_available >= 0, x.floor_page(s.full_available) == s.full_available]
+    c = [s.full_available >= 0, s.req_pool_available >= 0, x.page_aligned(s.full_available)]
     if x.cfg.hybrid_swa:
-        c += [s.swa_available >= 0, x.floor_page(s.swa_available) == s.swa_available]
+        c += [s.swa_available >= 0, x.page_aligned(s.swa_available)]
     return x.and_(*c)
 
 

@@ -128,10 +128,10 @@ def _well_formed(x: Ctx, s: State) -> Any:
     if cfg.hybrid_swa:
         c += [s.swa_available >= 0, cnt.swa_evictable >= 0, cnt.swa_protected >= 0]
     for a in range(cfg.num_atoms):
-        c += [s.node_len[a] >= 0, x.floor_page(s.node_len[a]) == s.node_len[a]]
+        c += [s.node_len[a] >= 0, x.page_aligned(s.node_len[a])]
     for r in range(cfg.num_reqs):
         A, C, P, E = s.kv_allocated_len[r], s.kv_committed_len[r], s.cache_protected_len[r], s.swa_evicted_seqlen[r]
-        c.append(x.implies(holds_kv(x, s, r), x.and_(P >= 0, P <= C, C <= A, E >= 0, x.floor_page(P) == P, x.floor_page(E) == E)))
+        c.append(x.implies(holds_kv(x, s, r), x.and_(P >= 0, P <= C, C <= A, E >= 0, x.page_aligned(P), x.page_aligned(E))))
     return x.and_(*c)
 
 
