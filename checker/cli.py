@@ -198,17 +198,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_check_parallel(args)
     design = build_design(args.design, args.without, args.with_, args.mutant)
     props, configs = validate_selection(args)
-    args.lemmas = lemmas
     baseline = PRESETS[args.design]
     printer = ProgressPrinter(not args.no_progress and not args.json)
     from .replay import WarmPool
 
     with WarmPool() as warm:  # torch loads beside the search, for the counterexamples' pool replay
-        return _check_and_report(args, design, props, configs, baseline, printer, warm)
+        return _check_and_report(args, design, props, configs, baseline, printer, warm, lemmas)
 
 
 def _check_and_report(args: argparse.Namespace, design: Design, props: list[str], configs: list[str],
-                      baseline: Design, printer: ProgressPrinter, warm: Any) -> int:
+                      baseline: Design, printer: ProgressPrinter, warm: Any, lemmas: list[str] | None) -> int:
     from . import itf
     from .explain import explain
     from .run import counterexample_path, run_check
@@ -216,7 +215,7 @@ def _check_and_report(args: argparse.Namespace, design: Design, props: list[str]
 
     report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                        timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
-                       minimize=not args.no_minimize, engine=args.engine, lemmas=args.lemmas)
+                       minimize=not args.no_minimize, engine=args.engine, lemmas=lemmas)
     printer.end()
     violations = report.violations()
     written: dict[tuple[str, str], str] = {}

@@ -138,7 +138,7 @@ def decode_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
         return bs * max(L * k, D)
     if ps == 1:
         return bs
-    starts_page = [x.and_(batch[r], s.kv_committed_len[r] == x.floor_page(s.kv_committed_len[r])) for r in range(R)]
+    starts_page = [x.and_(batch[r], x.page_aligned(s.kv_committed_len[r])) for r in range(R)]
     return ps * x.sum(x.ite(starts_page[r], 1, 0) for r in range(R))
 
 

@@ -31,7 +31,7 @@ def replacement(x: Ctx, s: State, batch: tuple) -> State:
     if ps == 1:
         need: Any = bs
     else:  # planted: C = 1 (mod ps) instead of C + 1 = 1 (mod ps)
-        late = [x.and_(batch[r], s.kv_committed_len[r] - 1 == x.floor_page(s.kv_committed_len[r] - 1)) for r in range(R)]
+        late = [x.and_(batch[r], x.page_aligned(s.kv_committed_len[r] - 1)) for r in range(R)]
         need = ps * x.sum(x.ite(late[r], 1, 0) for r in range(R))
     s = allocator.evict_from_tree_cache(x, s, bs * ps, "evict")
     ok = allocator.can_alloc(x, s, need)
