@@ -185,8 +185,6 @@ def lemma_selection(args: argparse.Namespace) -> list[str] | None:
         _choices("lemma", n, list(LEMMAS))
     if args.engine not in ("bmc", "induction"):
         raise UsageError(f"--without-lemma applies to the proofs of the bmc and induction engines, not --engine {args.engine}")
-    if args.all or args.jobs is not None:
-        raise UsageError("--without-lemma is not supported with --all/--jobs; run one kvmc check per design")
     return [n for n in LEMMAS if n not in args.without_lemma]
 
 

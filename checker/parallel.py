@@ -29,7 +29,8 @@ def cmd_check_parallel(args: Any) -> int:
     props, configs = validate_selection(args)
     n = args.jobs or os.cpu_count() or 1
     jobs = [Job(Side("", d, tuple(args.without), tuple(args.with_), tuple(args.mutant)), c, tuple(props), args.depth,
-                args.engine, not args.no_prove, int((args.timeout or 0) * 1000), args.out, not args.no_minimize)
+                args.engine, not args.no_prove, int((args.timeout or 0) * 1000), args.out, not args.no_minimize,
+                without_lemmas=tuple(args.without_lemma))
             for d in designs for c in configs]
     results = run_jobs(jobs, n)
     verdicts = [Verdict(r["verdict"]) for res in results for r in res["results"].values()]

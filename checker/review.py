@@ -163,6 +163,9 @@ class Job:
     out: str
     minimize: bool = True
     no_replay: str = ""  # why its counterexamples are not replayed on the pool (empty: they are)
+    # lemmas the proofs may not assume (`--without-lemma`); resolved against the side's own
+    # specs/lemmas.py, so a lemma a git revision lacks is simply not there to leave out
+    without_lemmas: tuple[str, ...] = ()
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -173,11 +176,13 @@ def run_job(job: Job) -> dict[str, Any]:
     from .run import engine_check_config
     from .trace import step_table
     from specs.configs import CONFIGS
+    from specs.lemmas import LEMMAS
 
     design = job.side.design()
     cfg = CONFIGS[job.config]
     check = engine_check_config(job.engine)
-    rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True)
+    extra = {"lemmas": [n for n in LEMMAS if n not in job.without_lemmas]} if job.without_lemmas else {}
+    rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
     out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
                            "seconds": round(rep.seconds, 2), "results": {}}
     sysm = model.system.System(cfg, design)
@@ -233,7 +238,7 @@ def run_jobs(jobs: list[Job], n: int) -> list[dict[str, Any]]:
     """Run (side, config) jobs, `n` at a time; a job already run in this process (same side, config,
     properties, depth, engine) is not run again (a reversed review reuses both sides)."""
     def key(j: Job) -> tuple[Any, ...]:
-        return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize)
+        return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize, j.without_lemmas)
 
     todo = [j for j in jobs if key(j) not in _MEMO]
     for j, res in zip(todo, _pool_run(todo, n)):
@@ -286,7 +291,7 @@ def _job_dict(j: Job) -> dict[str, Any]:
     return {"side": {"label": s.label, "preset": s.preset, "without": list(s.without), "with_": list(s.with_),
                      "mutants": list(s.mutants), "patches": list(s.patches), "rev": None},
             "config": j.config, "props": list(j.props), "depth": j.depth, "engine": j.engine, "prove": j.prove,
-            "timeout_ms": j.timeout_ms, "out": j.out, "minimize": j.minimize,
+            "timeout_ms": j.timeout_ms, "out": j.out, "minimize": j.minimize, "without_lemmas": list(j.without_lemmas),
             "no_replay": j.no_replay or (f"the model is git revision {s.rev}'s, the pool implements the working tree's"
                                          if s.rev else "")}
 
@@ -296,7 +301,7 @@ def _job_from(d: dict[str, Any]) -> Job:
     side = Side(sd["label"], sd["preset"], tuple(sd["without"]), tuple(sd["with_"]), tuple(sd["mutants"]),
                 tuple(sd["patches"]), None)
     return Job(side, d["config"], tuple(d["props"]), d["depth"], d["engine"], d["prove"], d["timeout_ms"], d["out"],
-               d["minimize"], d.get("no_replay", ""))
+               d["minimize"], d.get("no_replay", ""), tuple(d.get("without_lemmas", ())))
 
 
 def _subprocess_main() -> int:
@@ -504,7 +509,7 @@ def render_junit(rep: ReviewReport) -> str:
 # -- the command -------------------------------------------------------------------------------------
 def review(base: Side, head: Side, props: list[str], configs: list[str], depth: int, engine: str = "bmc",
            prove: bool = True, timeout_ms: int = 0, out: str = "counterexamples/review", jobs: int | None = None,
-           minimize: bool = True) -> ReviewReport:
+           minimize: bool = True, without_lemmas: tuple[str, ...] = ()) -> ReviewReport:
     import time
 
     t0 = time.perf_counter()
@@ -516,7 +521,8 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
             names[s.label] = s.design().name
         else:
             names[s.label] = f"{s.design().name}@{s.rev}"
-    mk = lambda s: [Job(s, c, tuple(props), depth, engine, prove, timeout_ms, out, minimize) for c in configs]  # noqa: E731
+    mk = lambda s: [Job(s, c, tuple(props), depth, engine, prove, timeout_ms, out, minimize,  # noqa: E731
+                        without_lemmas=without_lemmas) for c in configs]
     res: dict[str, list[dict[str, Any]]] = {}
     local = [s for s in (base, head) if s.rev is None]
     if local:
@@ -535,7 +541,10 @@ def cmd_review(args: Any) -> int:
     """Entry point from checker/cli.py (`kvmc review`)."""
     from .cli import UsageError, validate_selection
 
+    from .cli import lemma_selection
+
     props, configs = validate_selection(args)
+    lemma_selection(args)  # validates --without-lemma's names and engine
     for f in args.base_patch + args.head_patch:
         if not f.endswith(".py"):
             raise UsageError(f"transition-override file {f!r} must be a Python file (.py)")
@@ -554,7 +563,8 @@ def cmd_review(args: Any) -> int:
                 raise UsageError(str(e)) from None
     try:
         rep = review(base, head, props, configs, args.depth, args.engine, not args.no_prove,
-                     int((args.timeout or 0) * 1000), args.out, args.jobs, not args.no_minimize)
+                     int((args.timeout or 0) * 1000), args.out, args.jobs, not args.no_minimize,
+                     tuple(args.without_lemma))
     except PatchError as e:
         raise UsageError(str(e)) from None
     if args.format == "json":
@@ -600,6 +610,8 @@ def add_parser(sub: Any) -> Any:
     pr.add_argument("--no-prove", action="store_true", help="bounded checking only")
     pr.add_argument("--no-minimize", action="store_true")
     pr.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
+    pr.add_argument("--without-lemma", action="append", default=[], metavar="LEMMA",
+                    help="do not assume this lemma in either side's proofs (try a smaller inductive set)")
     pr.add_argument("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
     pr.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     pr.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")

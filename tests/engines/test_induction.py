@@ -302,8 +302,23 @@ def test_cli_without_lemma_narrows_what_the_proof_may_assume(planted: None, tmp_
     assert [r["verdict"] for r in cfg["results"]] == ["holds to depth"]
     assert all("request_lengths" not in a["lemmas"] and "unfinished_below_max" not in a["lemmas"]
                for a in cfg["proof"]["attempts"]), cfg["proof"]
-    for argv in (["--without-lemma", "no_such_lemma"], ["--without-lemma", "typing", "--engine", "explicit"],
-                 ["--without-lemma", "typing", "--jobs", "2"]):
-        rc = main(["check", "--config", "small", "--depth", "1", *argv])
+    # the parallel paths (`--jobs`, `kvmc review`) leave the same lemmas out
+    rc = main(["check", "--engine", "induction", "--config", "small", "--property", "output_bounded", "--depth", "2",
+               "--json", "--out", str(tmp_path), "--jobs", "1",
+               "--without-lemma", "unfinished_below_max", "--without-lemma", "request_lengths"])
+    out, err = capsys.readouterr()
+    (job,) = json.loads(out)["checks"]
+    assert rc == 0 and job["results"]["output_bounded"]["verdict"] == "holds to depth", (out, err)
+    rc = main(["review", "--base", "current", "--head", "current", "--engine", "induction", "--config", "small",
+               "--property", "output_bounded", "--depth", "2", "--format", "json", "--jobs", "1", "--out", str(tmp_path),
+               "--without-lemma", "unfinished_below_max", "--without-lemma", "request_lengths"])
+    out, err = capsys.readouterr()
+    (row,) = json.loads(out)["properties"]
+    assert (row["base"]["verdict"], row["head"]["verdict"]) == ("holds to depth", "holds to depth"), (out, err)
+    for cmd, argv in (("check", ["--without-lemma", "no_such_lemma"]),
+                      ("check", ["--without-lemma", "typing", "--engine", "explicit"]),
+                      ("check", ["--without-lemma", "no_such_lemma", "--jobs", "2"]),
+                      ("review", ["--without-lemma", "no_such_lemma"])):
+        rc = main([cmd, "--config", "small", "--depth", "1", *argv])
         _out, err = capsys.readouterr()
-        assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and ("no_such_lemma" in err or "explicit" in err), (argv, err)
