@@ -110,6 +110,10 @@ class Ops(ChoiceScope):
             return x
         return self.fdiv(x + ps - 1, ps)
 
+    def member(self, v: Any, values: tuple[int, ...]) -> Any:
+        """`v` equals one of the constants `values` (an `or_` of equalities)."""
+        return self.or_(*[v == c for c in values])
+
     def sum(self, xs: Any) -> Any:
         total: Any = 0
         for v in xs:
@@ -148,6 +152,9 @@ class Concrete(Ops):
 
     def not_(self, x: Any) -> bool:
         return not x
+
+    def member(self, v: Any, values: tuple[int, ...]) -> bool:
+        return v in values  # the same answer as the or_ of equalities, without building it
 
     def min(self, a: Any, b: Any) -> Any:
         return a if a <= b else b

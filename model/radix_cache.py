@@ -53,14 +53,12 @@ def on_device(x: Ctx, s: State, a: int) -> Any:
 
 def _under(x: Ctx, node: Any, a: int) -> Any:
     """Atom a is `node` or one of its ancestors (a lock taken at `node` covers a)."""
-    anc = x.shape.ancestors
-    return x.or_(*[node == n for n in range(x.cfg.num_atoms) if a in anc[n]])
+    return x.member(node, x.shape.covering[a])
 
 
 def _at_or_below(x: Ctx, top: Any, a: int) -> Any:
     """Atom a is `top` or below it; everything is below ROOT (a uuid of None: unlock to the root)."""
-    anc = x.shape.ancestors[a]
-    return x.or_(top == ROOT, *[top == t for t in anc])
+    return x.member(top, (ROOT, *x.shape.ancestors[a]))
 
 
 def lockers(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> list[Locker]:

@@ -92,6 +92,7 @@ class TreeShape:
     children: tuple[tuple[int, ...], ...]
     ancestors: tuple[tuple[int, ...], ...]  # a and its ancestors, deepest first
     descendants: tuple[tuple[int, ...], ...]  # strict descendants
+    covering: tuple[tuple[int, ...], ...]  # the nodes a lock at which covers a: a and its descendants
     path: tuple[tuple[int, ...], ...]  # per request slot, root first
     private: tuple[tuple[int, ...], ...]  # per request slot
 
@@ -104,6 +105,7 @@ class TreeShape:
             children=tuple(cfg.children(a) for a in range(K)),
             ancestors=anc,
             descendants=tuple(tuple(b for b in range(K) if b != a and a in anc[b]) for a in range(K)),
+            covering=tuple(tuple(n for n in range(K) if a in anc[n]) for a in range(K)),
             path=tuple(cfg.req_path(r) for r in range(cfg.num_reqs)),
             private=tuple(cfg.private_chain(r) for r in range(cfg.num_reqs)),
         )
@@ -144,6 +146,7 @@ class Ctx:
         self.branch = ops.branch
         self.and_ = ops.and_
         self.or_ = ops.or_
+        self.member = ops.member
         self.not_ = ops.not_
         self.implies = ops.implies
         self.min = ops.min
@@ -157,13 +160,7 @@ class Ctx:
         self.let = ops.let
         self.scope = ops.scope
         self.path = ops.path
-
-    @property
-    def shape(self) -> "TreeShape":
-        sh = self.__dict__.get("_shape")
-        if sh is None:
-            sh = self.__dict__["_shape"] = _shape_of(self.cfg)
-        return sh
+        self.shape: TreeShape = _shape_of(cfg)  # an attribute, not a property: read thousands of times a step
 
     def choose_bool_when(self, name: str, cond: Any) -> Any:
         """A choice that can only be true when `cond` holds. Concretely the oracle is not asked
