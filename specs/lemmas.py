@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from model.invariant_checker import holds_kv
-from model.state import CHUNKED, FINISHED, NEW, ROOT, RUNNING, VIRTUAL, WAITING, State
+from model.state import CHUNKED, FINISHED, NEW, OOM_NONE, ROOT, RUNNING, VIRTUAL, WAITING, State
 from model.transition import Ctx
 from model import radix_cache
 
@@ -21,7 +21,15 @@ from model import radix_cache
 class Lemma:
     name: str
     meaning: str
-    holds: Callable[[Ctx, State], Any]
+    body: Callable[[Ctx, State], Any]
+
+    def holds(self, x: Ctx, s: State) -> Any:
+        """The lemma at `s`. A lemma describes the states a step leaves from, and no step leaves an
+        allocation failure (`System.enabled`: SGLang raised and the scheduler died), so it holds
+        there trivially. Sound: as an assumption it only ever meets enabled states; as a goal it
+        no longer asks the solver to rule out the OOM itself, which is `no_prefill_oom`'s own proof
+        (a HiCache case whose post-state was a failed extend: see README, "What is proved")."""
+        return x.or_(s.oom != OOM_NONE, self.body(x, s))
 
 
 def _on_path(x: Ctx, node: Any, a: int) -> Any:

@@ -322,3 +322,29 @@ def test_cli_without_lemma_narrows_what_the_proof_may_assume(planted: None, tmp_
         rc = main([cmd, "--config", "small", "--depth", "1", *argv])
         _out, err = capsys.readouterr()
         assert rc == 2 and len(err.strip().splitlines()) == 1 and ("no_such_lemma" in err or "explicit" in err), (argv, err)
+
+
+def test_a_lemma_holds_trivially_after_an_allocation_failure() -> None:
+    """No step leaves an OOM state, so a lemma is not asked of one (as a goal that would make the
+    solver prove `no_prefill_oom` inside every lemma's step); before it, its body must hold."""
+    from model.ops import Concrete, Symbolic
+    from model.state import OOM_NONE, OOM_PREFILL
+    import z3
+
+    system = System(CONFIGS["small"], PRESETS["current"])
+    lm = lemmas_mod.LEMMAS["pools_nonnegative"]
+    from model.config import concrete_params
+
+    x = system.ctx(Concrete(), concrete_params(system.cfg))
+    bad = system.init(x).set(full_available=-1)
+    assert lm.body(x, bad) is False and lm.holds(x, bad) is False
+    assert lm.holds(x, bad.set(oom=OOM_PREFILL)) is True and lm.body(x, bad.set(oom=OOM_PREFILL)) is False
+    # the same in the symbolic interpretation: valid exactly when the body is, or the state is an OOM
+    from checker.induction import free_state, unbounded_params
+
+    params, cons = unbounded_params(system)
+    s = free_state(system, params, "t")
+    xs = system.ctx(Symbolic(0), params)
+    solver = z3.Solver()
+    solver.add(*cons, z3.Not(z3.Implies(s.oom == OOM_NONE, lm.holds(xs, s) == lm.body(xs, s))))
+    assert solver.check() == z3.unsat
