@@ -138,6 +138,11 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
     out: list[tuple[str, list[Any]]] = []
     if z3.is_and(goal) and goal.num_args() > 1:
         out.append(("goal conjunct", [z3.Not(c) for c in goal.children()]))
+    elif z3.is_or(goal) and goal.num_args() == 2 and z3.is_and(goal.arg(1)) and goal.arg(1).num_args() > 1:
+        # a lemma, `oom != none or (a and b ...)` (specs/lemmas.py::Lemma.holds): its negation is
+        # `oom == none and (not a or not b ...)`, covered by one case per conjunct
+        guard, body = goal.arg(0), goal.arg(1)
+        out.append(("goal conjunct", [z3.And(z3.Not(guard), z3.Not(c)) for c in body.children()]))
 
     def domain(name: str, terms: list[Any], size: int) -> tuple[str, list[Any]]:
         terms = [z3.IntVal(t) if isinstance(t, int) else t for t in terms]

@@ -181,6 +181,13 @@ def test_case_splits_cover_every_state() -> None:
         if name == "goal conjunct":  # the conjuncts' negations cover the goal's negation
             s.add(z3.Not(goals["conservation"]))
         assert s.check() == z3.unsat, name
+    # a lemma's goal is guarded (it holds at an OOM state): its conjuncts are split all the same
+    lemma_goal = goals["lemma:pools_nonnegative"]
+    (name, cases), *_ = case_splits(system, states, lemma_goal)
+    assert name == "goal conjunct" and len(cases) == 3  # full, SWA and slot pools non-negative (page 1: aligned)
+    s = z3.Solver()
+    s.add(z3.Not(z3.Or(*cases)), z3.Not(lemma_goal))
+    assert s.check() == z3.unsat
     # and a split that left a case out would not be: the last case ("none of these") matters
     _name, statuses = dims[1]
     s = z3.Solver()
