@@ -55,7 +55,8 @@ def tree_shape(x: Ctx, s: State) -> Any:
         c.append(x.implies(x.and_(L > 0, x.not_(s.node_device[a])), s.node_host[a]))
         if p >= 0 and x.cfg.owner(a) == x.cfg.owner(p):  # the private chain and the warm chain are prefixes
             c.append(x.implies(L > 0, s.node_len[p] > 0))
-            c.append(x.implies(x.and_(L > 0, s.node_device[a]), s.node_device[p]))
+        if p >= 0:  # eviction takes device leaves only, so a device node's parent, if present, is on the device
+            c.append(x.implies(x.and_(L > 0, s.node_device[a], s.node_len[p] > 0), s.node_device[p]))
         if p >= 0 and x.cfg.hicache:  # write-through backs up parents first (#25065)
             c.append(x.implies(x.and_(L > 0, s.node_host[a], s.node_len[p] > 0), s.node_host[p]))
     return x.and_(*c)
@@ -78,7 +79,7 @@ def request_lengths(x: Ctx, s: State) -> Any:
         c.append(x.implies(run, x.and_(C == fill - 1, s.output_len[r] >= 1)))
         c.append(_node_present(x, s, s.last_node[r]))
         c.append(_node_present(x, s, s.load_back_node[r]))
-        c.append(x.implies(chunk, C < fill))
+        c.append(x.implies(chunk, x.and_(C < fill, C >= 1)))  # its first chunk was not empty (trunc > 0)
         c.append(x.implies(x.or_(run, chunk, st == WAITING), s.output_len[r] < x.p.max_new_tokens[r]))
         c.append(x.implies(x.or_(st == NEW, st == WAITING, st == FINISHED), x.or_(s.last_node[r] == ROOT, s.last_node[r] == VIRTUAL)))
         c.append(x.implies(x.or_(st == NEW, st == WAITING), x.not_(s.in_last_batch[r])))
@@ -241,6 +242,23 @@ def swa_locks(x: Ctx, s: State) -> Any:
     return x.and_(*c)
 
 
+def load_backs(x: Ctx, s: State) -> Any:
+    """HiCache: a load-back's lock lives from the prefill pass that loaded it to the next
+    iteration's `loading_check`, so between iterations only a request of the last pass holds one:
+    one admitted (in the last batch; if it still holds KV, locked at or below the loaded node, as
+    its stash only goes deeper) or one still waiting."""
+    if not x.cfg.hicache:
+        return True
+    c = []
+    for r in range(x.cfg.num_reqs):
+        st = s.status[r]
+        loading = s.load_back_node[r] != ROOT
+        c.append(x.implies(loading, x.or_(s.in_last_batch[r], st == WAITING)))
+        c.append(x.implies(x.and_(loading, s.in_last_batch[r], x.or_(st == RUNNING, st == CHUNKED)),
+                           _at_or_above(x, s.load_back_node[r], s.last_node[r], x.shape.path[r])))
+    return x.and_(*c)
+
+
 def request_rows(x: Ctx, s: State) -> Any:
     """A request that does not hold KV has an empty row: NEW and WAITING requests have A = C = P = 0
     and E = 0 (a retraction resets all four, as does the next turn of a session), and so does
@@ -267,14 +285,16 @@ def private_chains(x: Ctx, s: State) -> Any:
     grows) and locks the deepest; eviction only removes unlocked leaves. A request that still
     needs its prefill has a chain no longer than its fill minus one (the chain ends at or before
     an earlier C, and a running C is fill - 1). Between its chunks a chunked request's tree part is
-    its whole floor(C)."""
+    its whole floor(C). With HiCache only the length bounds: an evicted node of the chain stays on
+    the host, off the lock path, but it still holds tokens the request inserted from its own C."""
     c = []
+    hic = x.cfg.hicache
     for r in range(x.cfg.num_reqs):
-        if x.cfg.slot_of(r) is not None or x.cfg.hicache:
+        if x.cfg.slot_of(r) is not None:
             continue
         st = s.status[r]
         chain = x.shape.private[r]
-        for a in chain:
+        for a in chain if not hic else ():
             c.append(x.implies(x.and_(st == RUNNING, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
         total = x.sum(s.node_len[a] for a in chain)
         fill = s.origin_input_len[r] + s.output_len[r]
@@ -284,6 +304,11 @@ def private_chains(x: Ctx, s: State) -> Any:
         # its chain only with its own stashes, each of which locked its last node.
         fresh = s.output_len[r] == 0
         c.append(x.implies(x.and_(st == WAITING, fresh), total == 0))
+        if hic:
+            # not stated here: with it, the k=1 step on hybrid_swa_hicache meets a chunk that ends
+            # inside a host-only warm node after a load-back gave up (kvmc splits no warm node), and
+            # whether that is reachable is open (README, "What is proved")
+            continue
         for a in chain:
             c.append(x.implies(x.and_(st == CHUNKED, fresh, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
         # Every stash covers [P, floor(C)) entirely, retracted or not: where it ends inside a node
@@ -325,6 +350,7 @@ LEMMAS: dict[str, Lemma] = {
         Lemma("pools_nonnegative", "allocators never go below zero", pools_nonnegative),
         Lemma("pools_page_aligned", "allocators' free counts stay whole pages", pools_page_aligned),
         Lemma("swa_locks", "a lock's swa_uuid_for_lock node is the lock node or one of its ancestors", swa_locks),
+        Lemma("load_backs", "HiCache: only a request of the last prefill pass holds a load-back lock, at or above its own", load_backs),
         Lemma("request_rows", "NEW/WAITING rows are empty, a chunked request has released no SWA, a NEW request's chain is empty", request_rows),
         Lemma("private_chains", "a running request's private chain is the path to its lock node; chains are shorter than the fill", private_chains),
         Lemma("warm_prefix", "warm nodes keep their length or are gone; a request's path holds less than its fill", warm_prefix),
