@@ -539,9 +539,7 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
 
 def cmd_review(args: Any) -> int:
     """Entry point from checker/cli.py (`kvmc review`)."""
-    from .cli import UsageError, validate_selection
-
-    from .cli import lemma_selection
+    from .cli import UsageError, lemma_selection, validate_selection
 
     props, configs = validate_selection(args)
     lemma_selection(args)  # validates --without-lemma's names and engine
