@@ -181,6 +181,7 @@ def run_job(job: Job) -> dict[str, Any]:
     design = job.side.design()
     cfg = CONFIGS[job.config]
     check = engine_check_config(job.engine)
+    # LEMMAS, not a helper: a `--base-rev` side imports an older specs/lemmas.py that has only LEMMAS
     extra = {"lemmas": [n for n in LEMMAS if n not in job.without_lemmas]} if job.without_lemmas else {}
     rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
     out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
