@@ -8,7 +8,8 @@ within the config's bounds for the symbolic engine, one concrete point of the bo
 
 Tree shape (an abstraction, see model/radix_cache.py): the tree is a set of *atoms* at fixed
 positions. Atoms `0 .. warm_atoms-1` form the warm prefix chain (traffic served before the trace
-began; requests that `shares_warm_prefix` start with those tokens). Each request slot r owns a
+began; requests that `shares_warm_prefix` start with those tokens), followed by `warm_spare_atoms`
+empty atoms that take the tail of a warm node an insert splits. Each request slot r owns a
 private chain of `private_atoms` atoms below the warm chain (or below the root): the nodes its own
 inserts create. An atom of length 0 does not exist. Prefix sharing between requests therefore goes
 through the warm prefix only; a node one request inserted is matched again only by that request
@@ -63,6 +64,9 @@ class Config:
     test_retract: bool = False  # SGLANG_TEST_RETRACT: retraction may be forced at any decode step
     shares_warm_prefix: tuple[bool, ...] = ()
     warm_atoms: int = 0
+    # empty atoms after the warm prefix: SGLang splits a warm node when an insert ends inside it (a
+    # chunk of a request whose match stopped before that node), and the tail needs an atom
+    warm_spare_atoms: int = 0
     private_atoms: int = 2
     max_turns: int = 2  # session turns per streaming request slot
     turn_tokens: tuple[int, int] = (1, 2)  # new tokens appended by a later session turn
@@ -79,6 +83,8 @@ class Config:
             problems.append(f"num_reqs={self.num_reqs} must be >= 1")
         if self.shares_warm_prefix and len(self.shares_warm_prefix) != self.num_reqs:
             problems.append(f"shares_warm_prefix has {len(self.shares_warm_prefix)} entries, expected num_reqs={self.num_reqs}")
+        if self.warm_spare_atoms < 0 or (self.warm_spare_atoms and not self.warm_atoms):
+            problems.append(f"warm_spare_atoms={self.warm_spare_atoms} must be >= 0, and 0 without a warm prefix (warm_atoms=0)")
         if self.streaming_sessions and self.chunked_prefill:
             problems.append("streaming sessions with chunked prefill are not modelled (the stash of a streaming turn skips the tree)")
         if self.spec is not None and self.hybrid_swa:
@@ -97,29 +103,34 @@ class Config:
     # -- tree shape ---------------------------------------------------------------------------
     @property
     def num_atoms(self) -> int:
-        return self.warm_atoms + self.num_reqs * self.private_atoms
+        return self.warm_chain_len + self.num_reqs * self.private_atoms
+
+    @property
+    def warm_chain_len(self) -> int:
+        return self.warm_atoms + self.warm_spare_atoms
 
     def shares(self, r: int) -> bool:
         return bool(self.shares_warm_prefix and self.shares_warm_prefix[r])
 
     def private_chain(self, r: int) -> tuple[int, ...]:
-        base = self.warm_atoms + r * self.private_atoms
+        base = self.warm_chain_len + r * self.private_atoms
         return tuple(range(base, base + self.private_atoms))
 
     def warm_chain(self) -> tuple[int, ...]:
-        return tuple(range(self.warm_atoms))
+        return tuple(range(self.warm_chain_len))
 
     def req_path(self, r: int) -> tuple[int, ...]:
         """Atoms the tokens of request slot r can match, root first."""
         return (self.warm_chain() if self.shares(r) else ()) + self.private_chain(r)
 
     def parent(self, a: int) -> int:
-        if a < self.warm_atoms:
+        W = self.warm_chain_len
+        if a < W:
             return a - 1 if a > 0 else ROOT
-        r, j = divmod(a - self.warm_atoms, self.private_atoms)
+        r, j = divmod(a - W, self.private_atoms)
         if j > 0:
             return a - 1
-        return self.warm_atoms - 1 if (self.shares(r) and self.warm_atoms) else ROOT
+        return W - 1 if (self.shares(r) and W) else ROOT
 
     def children(self, a: int) -> tuple[int, ...]:
         return tuple(c for c in range(self.num_atoms) if self.parent(c) == a)
@@ -134,9 +145,9 @@ class Config:
 
     def owner(self, a: int) -> int:
         """Request slot whose private chain holds atom a; -1 for the warm prefix."""
-        if a < self.warm_atoms:
+        if a < self.warm_chain_len:
             return -1
-        return (a - self.warm_atoms) // self.private_atoms
+        return (a - self.warm_chain_len) // self.private_atoms
 
     def slot_of(self, r: int) -> int | None:
         """Index of the streaming-session slot that request slot r feeds, if any."""

@@ -24,10 +24,12 @@ drift it causes (model/mutants/).
 Abstracted (and why it is sound for the properties checked):
 * Nodes sit at fixed positions (atoms, model/config.py). A node split happens in SGLang when a
   match or insert ends inside a node. Matches end at atom boundaries here (a request's key never
-  ends inside a node of its own chain, which ends at or before an earlier C). An insert that ends
-  inside a node of the request's own chain splits it (`split_node`: the head keeps the atom, the
-  tail and everything below it move one atom down the chain); one that ends inside a node of the
-  shared warm prefix stops at its boundary and the rest stays with the request (freed at finish).
+  ends inside a node of its own chain, which ends at or before an earlier C, nor inside the warm
+  prefix, which its prompt covers). An insert that ends inside a node splits it (`split_node`: the
+  head keeps the atom, the tail and everything below it move one atom down the chain, the request's
+  private chain or the warm chain, whose `warm_spare_atoms` take the tails). A split that would
+  need an atom past the chain's end is outside the bounded instance (an assumption, like the
+  chain lengths themselves).
 * Eviction order: SGLang evicts LRU leaves. kvmc lets eviction pick *any* minimal set of
   evictable leaves (leaf-peeling, stopping as soon as enough is freed), which covers LRU under
   every access history: an over-approximation, sound for safety properties.
@@ -358,36 +360,15 @@ def _first_free_private(x: Ctx, s: State, r: int, k: int) -> Any:
 SPLIT_REMAPS = ("load_back_node", "load_back_swa_top", "slot_last_node", "slot_swa_lock_top")
 
 
-@transition(
-    "mem_cache/swa_radix_cache.py::SWARadixCache._split_node",
-    modifies=("node_len", "node_device", "node_host", "node_swa_tombstone", "last_node", "swa_lock_top", *SPLIT_REMAPS),
-)
-def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
-    """Split the node of r's own chain that [0, end) ends inside, if there is one (SGLang splits it
-    when the insert's key ends there; `_split_node`).
-
-    The head [st, end) keeps the atom and the node's flags, lock counts and `swa_uuid`; the tail
-    [end, en) is the original node object, so a lock held on the node now holds the tail, one atom
-    further down, and so does everything below it (the chain shifts by one atom; the bounded chain
-    must have a free last atom). Only r's own locks can name its private atoms."""
-    chain = x.shape.private[r]
+def _shift_chain(x: Ctx, s0: State, s: State, chain: Sequence[int], split_at: list[Any], starts: list[Any],
+                 end: Any, why: str) -> tuple[State, Any, Any]:
+    """Split the node of `chain` marked in `split_at` at `end`: the head [st, end) keeps the atom,
+    the tail and every node below it on the chain move one atom down (the chain's last atom must be
+    free: `why` says which bound is hit). Returns the state and the lock remaps (full lock, uuid)."""
     m = len(chain)
-    s0 = s
-    pos: Any = 0
-    past: Any = False  # some node on the path already ends past `end`
-    split_at: list[Any] = []
-    starts: list[Any] = []
-    for a in x.shape.path[r]:
-        L = s0.node_len[a]
-        here = x.and_(L > 0, x.not_(past), pos < end, pos + L > end)
-        if a in chain:
-            split_at.append(here)
-            starts.append(pos)
-        past = x.or_(past, x.and_(L > 0, pos + L > end))
-        pos = pos + L
-    any_split = x.or_(*split_at)
-    x.assume(x.implies(any_split, s0.node_len[chain[m - 1]] == 0),
-             f"request {r} split a node with no free atom left in its chain (private_atoms={m})")
+    x.assume(x.implies(x.or_(*split_at), s0.node_len[chain[m - 1]] == 0), why)
+    if m == 1:  # nowhere to put a tail: the assumption above rules the split out
+        return s, (lambda ref: ref), (lambda ref: ref)
     moved: list[Any] = []  # index i now holds what was at i - 1
     for i, a in enumerate(chain):
         moved.append(x.or_(*split_at[:i]) if i > 0 else False)
@@ -417,12 +398,57 @@ def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
             out = x.ite(x.and_(ref == chain[j], moved[j]), chain[j + 1], out)
         return out
 
-    s = s.req(r, last_node=lock_node(s.last_node[r]), swa_lock_top=uuid_node(s.swa_lock_top[r]),
-              load_back_node=lock_node(s.load_back_node[r]), load_back_swa_top=uuid_node(s.load_back_swa_top[r]))
-    i = x.cfg.slot_of(r)
-    if i is not None:
-        s = s.slot(i, slot_last_node=lock_node(s.slot_last_node[i]), slot_swa_lock_top=uuid_node(s.slot_swa_lock_top[i]))
+    return s, lock_node, uuid_node
+
+
+def _remap_locks(x: Ctx, s: State, reqs: Sequence[int], lock_node: Any, uuid_node: Any) -> State:
+    for q in reqs:
+        s = s.req(q, last_node=lock_node(s.last_node[q]), swa_lock_top=uuid_node(s.swa_lock_top[q]),
+                  load_back_node=lock_node(s.load_back_node[q]), load_back_swa_top=uuid_node(s.load_back_swa_top[q]))
+        i = x.cfg.slot_of(q)
+        if i is not None:
+            s = s.slot(i, slot_last_node=lock_node(s.slot_last_node[i]), slot_swa_lock_top=uuid_node(s.slot_swa_lock_top[i]))
     return s
+
+
+@transition(
+    "mem_cache/swa_radix_cache.py::SWARadixCache._split_node",
+    modifies=("node_len", "node_device", "node_host", "node_swa_tombstone", "last_node", "swa_lock_top", *SPLIT_REMAPS),
+)
+def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
+    """Split the node on r's path that [0, end) ends inside, if there is one (SGLang splits it
+    when the insert's key ends there; `_split_node`).
+
+    The head [st, end) keeps the atom and the node's flags, lock counts and `swa_uuid`; the tail
+    [end, en) is the original node object, so a lock held on the node now holds the tail, one atom
+    further down, and so does everything below it on its chain (the bounded chain must have a free
+    last atom). A node of r's private chain is locked only by r; a warm-prefix node (split when a
+    chunk of a request whose match stopped before it ends inside it) by anyone, so every lock
+    record is remapped."""
+    s0 = s
+    pos: Any = 0
+    past: Any = False  # some node on the path already ends past `end`
+    here: dict[int, Any] = {}
+    starts: dict[int, Any] = {}
+    for a in x.shape.path[r]:
+        L = s0.node_len[a]
+        here[a] = x.and_(L > 0, x.not_(past), pos < end, pos + L > end)
+        starts[a] = pos
+        past = x.or_(past, x.and_(L > 0, pos + L > end))
+        pos = pos + L
+    cfg = x.cfg
+    if cfg.shares(r) and cfg.warm_chain_len:
+        warm = cfg.warm_chain()
+        s, lock_node, uuid_node = _shift_chain(
+            x, s0, s, warm, [here[a] for a in warm], [starts[a] for a in warm], end,
+            f"request {r} split a warm-prefix node with no free warm atom left "
+            f"(warm_atoms={cfg.warm_atoms}, warm_spare_atoms={cfg.warm_spare_atoms})")
+        s = _remap_locks(x, s, range(cfg.num_reqs), lock_node, uuid_node)
+    chain = x.shape.private[r]
+    s, lock_node, uuid_node = _shift_chain(
+        x, s0, s, chain, [here[a] for a in chain], [starts[a] for a in chain], end,
+        f"request {r} split a node with no free atom left in its chain (private_atoms={len(chain)})")
+    return _remap_locks(x, s, [r], lock_node, uuid_node)
 
 
 @transition(
@@ -439,12 +465,11 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
     tombstone (or a host-only node) whose SWA the request still holds, which is revived with the
     request's slots. The new part becomes a tombstone node [.., E) and a normal node [E, end); if
     it is all below E nothing is inserted and it is freed. Returns (state, last node, end of the
-    part now owned by the tree)."""
+    part now the tree's: all of [0, end), since a node straddling `end` is split first)."""
     hybrid = x.cfg.hybrid_swa
     E = x.max(prev_prefix_len, swa_evicted_seqlen) if (hybrid and swa_evicted_seqlen is not None) else prev_prefix_len
-    s = split_node(x, s, r, end)
+    s = split_node(x, s, r, end)  # after it no node on the path straddles `end`
     pos: Any = 0
-    stop: Any = False
     last: Any = ROOT
     free_full: Any = 0
     free_swa: Any = 0
@@ -452,8 +477,7 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
         L = s.node_len[a]
         e = L > 0
         st, en = pos, pos + L
-        covered = x.and_(e, x.not_(stop), en <= end)
-        stop = x.or_(stop, x.and_(e, en > end))
+        covered = x.and_(e, en <= end)
         mine = x.and_(covered, st >= prev_prefix_len)
         dev = s.node_device[a]
         tomb = s.node_swa_tombstone[a] if hybrid else False
@@ -472,8 +496,8 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
         )
         last = x.ite(covered, a, last)
         pos = x.ite(covered, en, pos)
-    start = pos  # where new nodes begin (the boundary we stopped at, if stopped)
-    new_len = x.ite(stop, 0, x.clamp0(end - start))
+    start = pos  # where new nodes begin
+    new_len = x.clamp0(end - start)
     if hybrid and swa_evicted_seqlen is not None:
         tomb_len = x.min(x.clamp0(x.min(E, end) - start), new_len)
     else:
@@ -519,8 +543,7 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
     x.assume(x.implies(create_tomb, placed_t), f"request {r} inserted more nodes than private_atoms={m}")
     x.assume(x.implies(create_norm, placed_n), f"request {r} inserted more nodes than private_atoms={m}")
     s = allocator.free(x, s, free_full, free_swa)
-    owned_end = x.ite(stop, start, end)  # up to here the request's range is now the tree's (or freed)
-    return s, last, owned_end
+    return s, last, end
 
 
 def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:

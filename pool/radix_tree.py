@@ -15,12 +15,12 @@ as SGLang does; `recount()` recomputes them from the nodes (the difference is th
 model tracks).
 
 Where this tree follows kvmc's abstraction rather than SGLang (documented, and needed so that a
-model trace replays on it): a match stops at a node boundary; an insert that ends inside a node
-the request created splits it (`_split_node`), one that ends inside a warm-prefix node stops at
-its boundary and the rest stays with the request; and a node a request created is matched only by
-that request (prefix sharing goes through the warm prefix, `owner == WARM`). Each node records the
-model atom it stands for (`atom`) so the pool's state maps onto the model's; a split shifts the
-atoms of the split node's tail and of its descendants one place down the request's chain.
+model trace replays on it): a match stops at a node boundary; a node a request created is matched
+only by that request (prefix sharing goes through the warm prefix, `owner == WARM`). An insert that
+ends inside a node splits it (`_split_node`), as SGLang does. Each node records the model atom it
+stands for (`atom`) so the pool's state maps onto the model's; a split shifts the atoms of the
+split node's tail and of its descendants of the same owner one place down their chain (the
+request's private chain, or the warm chain and its spare atoms).
 """
 
 from __future__ import annotations
@@ -426,7 +426,6 @@ class RadixTree:
         (position, tree indices) segments that replace the request's own copies in its row)."""
         E = max(prev_prefix_len, swa_evicted_seqlen) if (self.hybrid and swa_evicted_seqlen is not None) else prev_prefix_len
         node, pos, last = self.root, 0, self.root
-        stop = False
         rewrite: list[tuple[int, torch.Tensor]] = []
         m = self.alloc.full_to_swa_index_mapping if self.hybrid else None
         while True:
@@ -434,11 +433,10 @@ class RadixTree:
             if c is None:
                 break
             st, en = pos, pos + len(c)
-            if en > end and c.owner == owner and st < end:
+            if en > end and st < end:
                 c = self._split_node(c, end - st)
                 en = end
             if en > end:
-                stop = True
                 break
             if st >= prev_prefix_len:  # the request computed these tokens itself
                 mine = row(st, en)
@@ -464,7 +462,7 @@ class RadixTree:
                 rewrite.append((st, c.value))  # type: ignore[arg-type]
             node, pos, last = c, en, c
         start = pos
-        new_len = 0 if stop else max(0, end - start)
+        new_len = max(0, end - start)
         tomb_len = min(max(0, min(E, end) - start), new_len) if (self.hybrid and swa_evicted_seqlen is not None) else 0
         norm_len = new_len - tomb_len
         if tomb_len > 0 and norm_len == 0:  # all out of the window: not inserted (no tombstone leaf)
@@ -488,13 +486,13 @@ class RadixTree:
                               host_copy=backup)
             n.atom = atom_for(n)
             last = n
-        return last, (start if stop else end), rewrite
+        return last, end, rewrite
 
     def _split_node(self, c: TreeNode, k: int) -> TreeNode:
         """SGLang's `_split_node`: a new node takes c's first k tokens (its values, flags, lock counts
         and `swa_uuid`) and becomes c's parent; c keeps the rest, and the locks that hold c. Returns
-        the new head. The head keeps c's atom; c and the request's nodes below it move one atom
-        down the chain."""
+        the new head. The head keeps c's atom; c and its descendants of c's owner (the request's
+        chain, or the warm chain) move one atom down the chain."""
         self._account(c, -1)
         head = TreeNode(c.key[:k], None if c.value is None else c.value[:k], c.parent, c.owner, c.atom)
         head.host_value = None if c.host_value is None else c.host_value[:k]

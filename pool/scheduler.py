@@ -348,8 +348,9 @@ class Scheduler:
             parent, pos = n, pos + L
 
     def next_atom(self, owner: int, atom: int | None) -> int | None:
-        """The atom after `atom` in request `owner`'s private chain (None past its end)."""
-        chain = self.cfg.private_chain(owner)
+        """The atom after `atom` in request `owner`'s private chain, or in the warm chain (None
+        past its end)."""
+        chain = self.cfg.warm_chain() if owner == WARM else self.cfg.private_chain(owner)
         if atom is None or atom not in chain:
             return None
         k = chain.index(atom) + 1

@@ -78,13 +78,14 @@ CONFIGS: dict[str, Config] = {
         ),
         Config(
             name="hybrid_swa_hicache",
-            doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: a warm prefix of two nodes, device or host-only",
+            doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: a warm prefix of two nodes, device or host-only, one split",
             num_reqs=2,
             page_size=1,
             hybrid_swa=True,
             hicache=True,
             chunked_prefill=True,
             warm_atoms=2,
+            warm_spare_atoms=1,  # a chunk that ends inside a warm node splits it
             shares_warm_prefix=(True, True),
             private_atoms=3,
             bounds={

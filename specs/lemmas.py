@@ -44,8 +44,8 @@ def counters_exact(x: Ctx, s: State) -> Any:
 
 def tree_shape(x: Ctx, s: State) -> Any:
     """Existing nodes hang off existing nodes; device nodes off device nodes; lengths are pages;
-    an evicted node keeps a host copy; a backed-up node's parent is backed up (HiCache
-    write-through, #25065)."""
+    an evicted node keeps a host copy; a backed-up node's ancestors are backed up (HiCache
+    write-through, #25065). Without HiCache every node is on the device, so the parent suffices."""
     K = x.cfg.num_atoms
     c = []
     for a in range(K):
@@ -55,10 +55,13 @@ def tree_shape(x: Ctx, s: State) -> Any:
         c.append(x.implies(x.and_(L > 0, x.not_(s.node_device[a])), s.node_host[a]))
         if p >= 0 and x.cfg.owner(a) == x.cfg.owner(p):  # the private chain and the warm chain are prefixes
             c.append(x.implies(L > 0, s.node_len[p] > 0))
-        if p >= 0:  # eviction takes device leaves only, so a device node's parent, if present, is on the device
-            c.append(x.implies(x.and_(L > 0, s.node_device[a], s.node_len[p] > 0), s.node_device[p]))
-        if p >= 0 and x.cfg.hicache:  # write-through backs up parents first (#25065)
-            c.append(x.implies(x.and_(L > 0, s.node_host[a], s.node_len[p] > 0), s.node_host[p]))
+        # every present ancestor, not only the atom's parent: an absent atom between them (a spare
+        # warm atom) is not a node, and a split can fill it with a node from above
+        for b in x.shape.ancestors[a][1:] if x.cfg.hicache else ([p] if p >= 0 else []):
+            # eviction takes device leaves only, so a device node's ancestors are on the device
+            c.append(x.implies(x.and_(L > 0, s.node_device[a], s.node_len[b] > 0), s.node_device[b]))
+            if x.cfg.hicache:  # write-through backs up parents first (#25065)
+                c.append(x.implies(x.and_(L > 0, s.node_host[a], s.node_len[b] > 0), s.node_host[b]))
     return x.and_(*c)
 
 
@@ -183,8 +186,6 @@ def typing(x: Ctx, s: State) -> Any:
             c += [x.not_(s.node_host[a]), s.node_device[a]]
         if not hyb:
             c.append(x.not_(s.node_swa_tombstone[a]))
-        if cfg.owner(a) >= 0 or a >= cfg.warm_atoms:
-            pass
     for r in range(cfg.num_reqs):
         path = list(x.shape.path[r])
         session = cfg.slot_of(r) is not None
@@ -297,11 +298,6 @@ def private_chains(x: Ctx, s: State) -> Any:
         # its chain only with its own stashes, each of which locked its last node.
         fresh = s.output_len[r] == 0
         c.append(x.implies(x.and_(st == WAITING, fresh), total == 0))
-        if hic:
-            # not stated here: with it, the k=1 step on hybrid_swa_hicache meets a chunk that ends
-            # inside a host-only warm node after a load-back gave up (kvmc splits no warm node), and
-            # whether that is reachable is open (README, "What is proved")
-            continue
         for a in chain:
             c.append(x.implies(x.and_(st == CHUNKED, fresh, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
         # Every stash covers [P, floor(C)) entirely, retracted or not: where it ends inside a node
@@ -313,12 +309,18 @@ def private_chains(x: Ctx, s: State) -> Any:
 
 
 def warm_prefix(x: Ctx, s: State) -> Any:
-    """A warm-prefix node keeps its length until it is evicted whole (an insert never splits or
-    extends it). Outside sessions and HiCache, a request's tokens in the tree (the warm prefix on
-    its path, then its private chain) end at or before an earlier C, so within its fill minus one:
-    its chain starts after the warm nodes present when it was built, and those stay while it hangs
-    below them."""
-    c = [x.or_(s.node_len[a] == 0, s.node_len[a] == x.p.warm_len[a]) for a in range(x.cfg.warm_atoms)]
+    """The warm chain's nodes lie within the warm prefix's tokens (an insert splits a warm node,
+    never extends it), and where the chain cannot split (one atom, no spare) a warm node keeps its
+    length until it is evicted whole. Outside sessions and HiCache, a request's tokens in the tree
+    (the warm prefix on its path, then its private chain) end at or before an earlier C, so within
+    its fill minus one: its chain starts after the warm nodes present when it was built, and those
+    stay while it hangs below them."""
+    cfg = x.cfg
+    warm = cfg.warm_chain()
+    if len(warm) == 1:
+        c = [x.or_(s.node_len[0] == 0, s.node_len[0] == x.p.warm_len[0])]
+    else:
+        c = [x.sum(s.node_len[a] for a in warm) <= x.sum(x.p.warm_len)] if warm else []
     for r in range(x.cfg.num_reqs):
         if x.cfg.slot_of(r) is not None or x.cfg.hicache or not x.cfg.shares(r):
             continue

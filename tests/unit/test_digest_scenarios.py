@@ -181,12 +181,15 @@ S115 = Config(
     name="digest_11_5", doc="", num_reqs=2, page_size=64, hybrid_swa=True, hicache=True, chunked_prefill=True,
     warm_atoms=2, shares_warm_prefix=(True, True), private_atoms=3,
     bounds={"full_tokens": (8192, 8192), "swa_tokens": (1792, 1792), "sliding_window_size": (128, 128),
-            "chunked_prefill_size": (512, 512), "input_len": (1088, 2560), "max_new_tokens": (2, 2),
+            "chunked_prefill_size": (512, 512), "input_len": (1025, 2560), "max_new_tokens": (2, 2),
             "req_pool_size": (2, 2), "max_prefill_tokens": (8192, 8192), "warm_len": (512, 1024),
             "warm_device": (0, 1), "warm_host": (0, 1)},
 )
-# warm path A (1024, on device) -> B (512, evicted to host); Z = A + 64 keeps A locked; Y = A + B + 1024
-PARAMS_115 = dict(input_len=(1088, 2560), warm_len=(1024, 512), warm_device=(1, 0), warm_host=(1, 1))
+# warm path A (1024, on device) -> B (512, evicted to host); Z keeps A locked; Y = A + B + 1024.
+# The digest's Z is A + 64 tokens that are not B's; in kvmc a sharing request's tokens follow the
+# whole warm prefix, so its stash would split B. Z = A + 1 token instead: its partial page
+# [1024, 1088) is its own (64 slots, as in the digest) and its stash ends at A.
+PARAMS_115 = dict(input_len=(1025, 2560), warm_len=(1024, 512), warm_device=(1, 0), warm_host=(1, 1))
 
 
 def test_11_5_match_and_budget_numbers() -> None:
