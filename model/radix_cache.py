@@ -361,14 +361,15 @@ SPLIT_REMAPS = ("load_back_node", "load_back_swa_top", "slot_last_node", "slot_s
 
 
 def _shift_chain(x: Ctx, s0: State, s: State, chain: Sequence[int], split_at: list[Any], starts: list[Any],
-                 end: Any, why: str) -> tuple[State, Any, Any]:
+                 end: Any, why: str) -> tuple[State, Any, Any] | None:
     """Split the node of `chain` marked in `split_at` at `end`: the head [st, end) keeps the atom,
     the tail and every node below it on the chain move one atom down (the chain's last atom must be
-    free: `why` says which bound is hit). Returns the state and the lock remaps (full lock, uuid)."""
+    free: `why` says which bound is hit). Returns the state and the lock remaps (full lock, uuid),
+    or None when the chain is one atom long (no split can happen, nothing to remap)."""
     m = len(chain)
     x.assume(x.implies(x.or_(*split_at), s0.node_len[chain[m - 1]] == 0), why)
     if m == 1:  # nowhere to put a tail: the assumption above rules the split out
-        return s, (lambda ref: ref), (lambda ref: ref)
+        return None
     moved: list[Any] = []  # index i now holds what was at i - 1
     for i, a in enumerate(chain):
         moved.append(x.or_(*split_at[:i]) if i > 0 else False)
@@ -401,7 +402,7 @@ def _shift_chain(x: Ctx, s0: State, s: State, chain: Sequence[int], split_at: li
     return s, lock_node, uuid_node
 
 
-def _remap_locks(x: Ctx, s: State, reqs: Sequence[int], lock_node: Any, uuid_node: Any) -> State:
+def _remap_locks(x: Ctx, s: State, lock_node: Any, uuid_node: Any, reqs: Sequence[int]) -> State:
     for q in reqs:
         s = s.req(q, last_node=lock_node(s.last_node[q]), swa_lock_top=uuid_node(s.swa_lock_top[q]),
                   load_back_node=lock_node(s.load_back_node[q]), load_back_swa_top=uuid_node(s.load_back_swa_top[q]))
@@ -439,16 +440,17 @@ def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
     cfg = x.cfg
     if cfg.shares(r) and cfg.warm_chain_len:
         warm = cfg.warm_chain()
-        s, lock_node, uuid_node = _shift_chain(
+        shifted = _shift_chain(
             x, s0, s, warm, [here[a] for a in warm], [starts[a] for a in warm], end,
             f"request {r} split a warm-prefix node with no free warm atom left "
             f"(warm_atoms={cfg.warm_atoms}, warm_spare_atoms={cfg.warm_spare_atoms})")
-        s = _remap_locks(x, s, range(cfg.num_reqs), lock_node, uuid_node)
+        if shifted is not None:
+            s = _remap_locks(x, *shifted, range(cfg.num_reqs))
     chain = x.shape.private[r]
-    s, lock_node, uuid_node = _shift_chain(
+    shifted = _shift_chain(
         x, s0, s, chain, [here[a] for a in chain], [starts[a] for a in chain], end,
         f"request {r} split a node with no free atom left in its chain (private_atoms={len(chain)})")
-    return _remap_locks(x, s, [r], lock_node, uuid_node)
+    return s if shifted is None else _remap_locks(x, *shifted, [r])
 
 
 @transition(
