@@ -122,6 +122,10 @@ class HoudiniResult:
 
 RENEW_AFTER = 16  # a case query's solver is encoded afresh after this many queries (and for each last-level case)
 SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, then it is split
+# the step query with every candidate at once, when the candidates can still be asked one by one
+# with splits: on hybrid_swa(_hicache) it is unknown after 600 s, so a long `--timeout` spent there
+# was a core idle for its length; on small/sessions/spec_topk it answers in 3-10 s
+JOINT_AFTER_MS = 60_000
 NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 
 
@@ -248,6 +252,8 @@ class KInduction:
         nothing is proved."""
         t0 = time.perf_counter()
         solver, params, states, goals, acts = self._encode(k)
+        if split_on_unknown:
+            solver.set("timeout", min(self.timeout_ms or NO_LIMIT_MS, JOINT_AFTER_MS))
         active = [n for n in acts]
         res = HoudiniResult(k, [], [])
         one_by_one = False  # after a joint query the solver could not answer

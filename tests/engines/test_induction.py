@@ -153,6 +153,39 @@ def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest
     assert none.proved == [] and none.unknown == "planted unknown", none
 
 
+@pytest.mark.parametrize("split", [True, False])
+def test_the_joint_query_is_capped_when_candidates_can_be_split(split: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query with every candidate at once gets at most `JOINT_AFTER_MS` when Houdini may go on
+    one candidate at a time with case splits (a long `--timeout` spent on a joint query that z3
+    cannot answer left a core idle); without splits it gets the whole `timeout_ms`."""
+    from checker import induction
+
+    limits: list[int] = []
+    real_encode = KInduction._encode
+
+    def recording(self: KInduction, k: int) -> Any:
+        out = real_encode(self, k)
+        solver = out[0]
+
+        class Recording:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(solver, name)
+
+            def set(self, key: str, value: Any) -> None:
+                if key == "timeout":
+                    limits.append(value)
+                solver.set(key, value)
+
+        limits.append(self.timeout_ms)  # what _encode gave it
+        return (Recording(),) + tuple(out[1:])
+
+    monkeypatch.setattr(KInduction, "_encode", recording)
+    system = System(CONFIGS["small"], PRESETS["current"])
+    h = KInduction(system, ["no_prefill_oom"], timeout_ms=10 * induction.JOINT_AFTER_MS).houdini(1, split_on_unknown=split)
+    assert h.proved == ["no_prefill_oom"], h
+    assert limits[-1] == (induction.JOINT_AFTER_MS if split else 10 * induction.JOINT_AFTER_MS), limits
+
+
 def test_case_splits_cover_every_state() -> None:
     """Each split's cases are exhaustive (their disjunction is valid), which is what makes an unsat
     answer in every case an unsat answer for the whole query."""
