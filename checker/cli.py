@@ -190,6 +190,16 @@ def lemma_selection(args: argparse.Namespace) -> list[str] | None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     lemmas = lemma_selection(args)
+    if args.proof_cache is not None:
+        if args.engine not in ("bmc", "induction") or args.no_prove:
+            raise UsageError(f"--proof-cache applies to the proofs of the bmc and induction engines, not --engine {args.engine}"
+                             + (" --no-prove" if args.no_prove else ""))
+        from . import proof_cache
+
+        try:
+            proof_cache.use(args.proof_cache)  # before any fork: the proof processes inherit it
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if args.all or args.jobs is not None:
         from .parallel import cmd_check_parallel
 
@@ -293,6 +303,11 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
             else:
                 extra = f"; {k}-induction did not close" + (
                     f" ({', '.join(c.proof.get('failed') or [])})" if c.proof.get("failed") else "")
+        if c.proof:
+            tries = c.proof.get("attempts") or [c.proof]
+            cached = sum(a.get("cached") or 0 for a in tries)
+            if cached:
+                extra += f", {cached} of {sum(a.get('queries') or 0 for a in tries)} step queries from the proof cache"
         out.append(f"config {c.config}  [{c.seconds:.1f}s{extra}]")
         for r in c.results.values():
             w = r.words()
@@ -367,6 +382,9 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
     pc.add_argument("--without-lemma", action="append", default=[], metavar="LEMMA",
                     help="do not assume this lemma in the induction proofs (try a smaller inductive set)")
+    pc.add_argument("--proof-cache", metavar="DIR", default=None,
+                    help="record the step-case queries z3 proves unsat, and take recorded ones from DIR, so a long "
+                         "proof can be stopped and resumed (keyed by the exact query text and z3 version)")
     pc.add_argument("--no-progress", action="store_true")
     pc.add_argument("-v", "--verbose", action="store_true")
     pc.add_argument("--all", action="store_true", help="every preset design (x every config), in parallel; one report")

@@ -45,6 +45,7 @@ from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES
 
+from . import proof_cache
 from .bmc import BMC
 from .encode import ModelOracle, _freshen, eval_params, eval_state
 from .trace import Step, Trace, first_difference
@@ -117,6 +118,7 @@ class HoudiniResult:
     unknown: str = ""  # the solver gave up: nothing was proved at this k
     queries: int = 0
     split_cases: int = 0  # queries the solver could not answer whole, split into cases
+    cached: int = 0  # case queries answered from the proof cache (`--proof-cache`), not by z3
     seconds: float = 0.0
 
 
@@ -183,8 +185,11 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
 
 class KInduction:
     def __init__(self, system: System, props: list[str], lemmas: list[str] | None = None, timeout_ms: int = 0,
-                 progress: Callable[[str], None] | None = None, workers: int = 1) -> None:
+                 progress: Callable[[str], None] | None = None, workers: int = 1,
+                 cache: proof_cache.ProofCache | None = None) -> None:
         self.system = system
+        # settled case queries (checker/proof_cache.py); default: the one `--proof-cache` opened
+        self.cache = cache if cache is not None else proof_cache.ACTIVE
         self.props = props
         self.lemmas = list(LEMMAS) if lemmas is None else lemmas
         self.timeout_ms = timeout_ms
@@ -266,7 +271,15 @@ class KInduction:
                 res.queries += 1
                 if self.progress:
                     self.progress(f"k={k} step case, {len(active)} candidates at once")
+                dg = proof_cache.Digest()
+                key = dg.key(dg.formula(solver), f"k={k}", "joint",
+                             "active=" + ",".join(sorted(active))) if self.cache is not None else ""
+                if key and self.cache.settled(key):
+                    res.cached += 1
+                    break  # this exact joint query was unsat before: the active set is k-inductive
                 r = solver.check(*[acts[n] if n in active else z3.Not(acts[n]) for n in acts])
+                if r == z3.unsat and key:
+                    self.cache.record(key)
                 if r == z3.unknown and not split_on_unknown:
                     res.unknown = solver.reason_unknown()
                     active = []
@@ -335,6 +348,7 @@ class KInduction:
                 self.progress(f"k={k} step case for {n}{q.where(path)} ({res.queries} queries)")
             res.queries += 1
             r, m = q.ask(path)
+            res.cached += q.last_cached
             if r != z3.unknown or q.last(path):
                 return r, m
             res.split_cases += 1
@@ -371,11 +385,12 @@ class KInduction:
                 pending -= 1
                 if isinstance(item, BaseException):
                     raise item
-                path, answer = item
+                path, answer, cached = item
                 res.queries += 1
+                res.cached += cached
                 if self.progress:
-                    self.progress(f"k={q.k} step case for {q.n}{q.where(path)}: {answer} ({res.queries} queries, "
-                                  f"{pending} cases queued, {self.workers} processes)")
+                    self.progress(f"k={q.k} step case for {q.n}{q.where(path)}: {answer}{' (proof cache)' if cached else ''} "
+                                  f"({res.queries} queries, {pending} cases queued, {self.workers} processes)")
                 if answer == "unsat":
                     continue
                 if answer == "unknown" and not q.last(path):
@@ -426,6 +441,10 @@ class _CaseQuery:
         self._fresh()
         self.dims = case_splits(ind.system, self.states, self.goals[n])
         self.full = ind.timeout_ms or NO_LIMIT_MS
+        self.cache = ind.cache
+        self._digest = ""  # of the encoded formula; the same for every fresh encoding
+        self._dg = proof_cache.Digest()
+        self.last_cached = False  # the last `ask` was answered by the proof cache
 
     def _fresh(self) -> None:
         self.solver, _params, self.states, self.goals, self.acts = self.ind._encode(self.k)
@@ -440,8 +459,21 @@ class _CaseQuery:
     def where(self, path: tuple[int, ...]) -> str:
         return "".join(f", {self.dims[lv][0]} case {i + 1}/{len(self.dims[lv][1])}" for lv, i in enumerate(path))
 
+    def key(self, path: tuple[int, ...]) -> str:
+        """The proof cache's key of this case query (checker/proof_cache.py)."""
+        if not self._digest:
+            self._digest = self._dg.formula(self.solver)
+        cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
+        return self._dg.key(self._digest, f"k={self.k}", f"candidate={self.n}",
+                            "active=" + ",".join(sorted(self.active)), self.goals[self.n], *cases)
+
     def ask(self, path: tuple[int, ...]) -> tuple[Any, Any]:
-        """(z3 result, model when sat); the time limit is SPLIT_AFTER_MS while splits are left."""
+        """(z3 result, model when sat); the time limit is SPLIT_AFTER_MS while splits are left. An
+        unsat answer is recorded in the proof cache, and one recorded there is not asked again."""
+        key = self.key(path) if self.cache is not None else ""
+        self.last_cached = bool(key) and self.cache.settled(key)
+        if self.last_cached:
+            return z3.unsat, None
         cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
         if self.asked and (self.last(path) or self.asked >= RENEW_AFTER):
             # z3 slows down on a solver that has answered many other cases (a paged leaf: unsat in
@@ -455,6 +487,8 @@ class _CaseQuery:
         r = self.solver.check(*[self.acts[c] if c in self.active else z3.Not(self.acts[c]) for c in self.acts])
         m = self.solver.model() if r == z3.sat else None
         self.solver.pop()
+        if r == z3.unsat and key:
+            self.cache.record(key)
         if r == z3.unknown:
             self._fresh()  # a solver used past a timeout has answered sat wrongly: start again
         return r, m
@@ -464,13 +498,13 @@ _CASE_SETUP: tuple[Any, ...] | None = None  # set by _settle_parallel before it 
 _CASE_QUERY: _CaseQuery | None = None  # a worker's own query, built on its first case
 
 
-def _ask_case(path: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+def _ask_case(path: tuple[int, ...]) -> tuple[tuple[int, ...], str, bool]:
     global _CASE_QUERY
     if _CASE_QUERY is None:
         assert _CASE_SETUP is not None
         _CASE_QUERY = _CaseQuery(*_CASE_SETUP)
     r, _m = _CASE_QUERY.ask(path)
-    return path, str(r)
+    return path, str(r), _CASE_QUERY.last_cached
 
 
 def _can_fork() -> bool:
@@ -536,7 +570,8 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell, workers=CASE_WORKERS).houdini(k)
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
-                             "unknown": h.unknown or None, "queries": h.queries, "seconds": round(h.seconds, 2)})
+                             "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached,
+                             "seconds": round(h.seconds, 2)})
             for p in h.proved:
                 proved[p] = k
                 lemma_of[p] = h.lemmas

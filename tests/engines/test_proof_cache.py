@@ -1,0 +1,163 @@
+"""The proof cache (checker/proof_cache.py): a step-case query z3 answered unsat is recorded under
+a hash of its exact text, and a later run takes the answer instead of asking again, so a long
+proof can be stopped and resumed. Only the same query may hit: another design, lemma set or
+candidate is another formula."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import z3
+
+from checker.induction import KInduction, _CaseQuery
+from checker.proof_cache import ProofCache
+from model.designs import PRESETS
+from model.system import System
+from specs.configs import CONFIGS
+
+PROPS = ["no_decode_oom"]  # 1-inductive on `small` with no lemma: a quick proof of about 30 case queries
+LEMMAS: list[str] = []
+
+
+def _split_everything(monkeypatch: pytest.MonkeyPatch, answerable: bool) -> dict[str, int]:
+    """Every query without a case added is unknown (so Houdini goes one candidate at a time and
+    splits each), and, unless `answerable`, so is every other: z3 can then settle nothing, and only
+    the proof cache can. Counts the checks z3 was asked."""
+    asked = {"n": 0}
+    real_encode = KInduction._encode
+
+    def encode(self: KInduction, k: int) -> Any:
+        out = real_encode(self, k)
+        solver = out[0]
+
+        class Planted:
+            def __init__(self) -> None:
+                self.scopes: list[int] = []
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(solver, name)
+
+            def push(self) -> None:
+                self.scopes.append(0)
+                solver.push()
+
+            def pop(self) -> None:
+                self.scopes.pop()
+                solver.pop()
+
+            def add(self, *cs: Any) -> None:
+                if self.scopes:
+                    self.scopes[-1] += len(cs)
+                solver.add(*cs)
+
+            def check(self, *a: Any) -> Any:
+                asked["n"] += 1
+                if not answerable or not self.scopes or self.scopes[-1] <= 1:
+                    return z3.unknown
+                return solver.check(*a)
+
+            def reason_unknown(self) -> str:
+                return "planted unknown"
+
+        return (Planted(),) + tuple(out[1:])
+
+    monkeypatch.setattr(KInduction, "_encode", encode)
+    return asked
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_resumed_proof_takes_the_recorded_answers(workers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the parent, and in the forked case workers (`_settle_parallel`), which record and read
+    the same store."""
+    system = System(CONFIGS["small"], PRESETS["current"])
+    cache = ProofCache.open(tmp_path / "cache")
+    asked = _split_everything(monkeypatch, answerable=True)
+    first = KInduction(system, PROPS, LEMMAS, cache=cache, workers=workers).houdini(1)
+    assert sorted(first.proved) == sorted(PROPS) and first.cached == 0 and first.split_cases > 0, first
+    stored = sum(1 for f in (tmp_path / "cache").rglob("*") if f.is_file() and f.parent != tmp_path / "cache")
+    assert stored > 0 and (cache.stored == stored or workers > 1) and asked["n"] > 0
+
+    # z3 now answers nothing: the proof closes all the same, from the recorded answers alone (the
+    # queries it gave up on are asked again, as unknown is not an answer, and split the same way)
+    asked = _split_everything(monkeypatch, answerable=False)
+    again = KInduction(system, PROPS, LEMMAS, cache=ProofCache(tmp_path / "cache"), workers=workers).houdini(1)
+    assert sorted(again.proved) == sorted(PROPS), again
+    assert again.cached == stored and again.split_cases == first.split_cases, again
+
+    # without the cache the same unanswerable solver proves nothing: the cache did the work
+    none = KInduction(system, PROPS, LEMMAS).houdini(1)
+    assert none.proved == [], none
+
+
+def test_another_formula_does_not_hit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted bug, or one more lemma, changes the formula: nothing recorded for `current` may
+    answer it."""
+    cache = ProofCache.open(tmp_path / "cache")
+    _split_everything(monkeypatch, answerable=True)
+    ind = KInduction(System(CONFIGS["small"], PRESETS["current"]), PROPS, LEMMAS, cache=cache)
+    assert ind.houdini(1).proved == PROPS and cache.stored > 0
+    mutant = PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"}))
+    others = [KInduction(System(CONFIGS["small"], mutant), PROPS, LEMMAS),
+              KInduction(System(CONFIGS["small"], PRESETS["current"]), PROPS, ["typing"])]
+    for path in [(), (0,), (3,)]:
+        mine = _CaseQuery(ind, 1, PROPS, PROPS[0]).key(path)
+        assert cache.settled(mine) == (path != ())  # the whole query was unknown, its cases unsat
+        for other in others:
+            active = PROPS + [f"lemma:{n}" for n in other.lemmas]
+            theirs = _CaseQuery(other, 1, active, PROPS[0]).key(path)
+            assert theirs != mine and not cache.settled(theirs)
+
+
+_KEY_SCRIPT = """
+import json, sys
+from checker.induction import KInduction, _CaseQuery, LEMMAS
+from model.designs import PRESETS
+from model.system import System
+from specs.configs import CONFIGS
+ind = KInduction(System(CONFIGS["small"], PRESETS["current"]), ["conservation"])
+active = ["conservation"] + [f"lemma:{n}" for n in LEMMAS]
+q = _CaseQuery(ind, 1, active, "conservation")
+print(json.dumps([q.key(()), q.key((0, 1))]))
+"""
+
+
+def test_keys_are_the_same_in_another_process_and_differ_by_case() -> None:
+    """The key is the query's text, so a new process (a resumed run) computes the same one."""
+    ind = KInduction(System(CONFIGS["small"], PRESETS["current"]), ["conservation"])
+    from specs.lemmas import LEMMAS
+
+    q = _CaseQuery(ind, 1, ["conservation"] + [f"lemma:{n}" for n in LEMMAS], "conservation")
+    here = [q.key(()), q.key((0, 1))]
+    there = json.loads(subprocess.run([sys.executable, "-c", _KEY_SCRIPT], capture_output=True, text=True,
+                                      check=True, cwd=Path(__file__).resolve().parents[2]).stdout)
+    assert here == there
+    assert here[0] != here[1] != q.key((0, 2))
+
+
+def test_cli_proof_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from checker import proof_cache
+    from checker.cli import main
+
+    args = ["check", "--engine", "induction", "--config", "small", "--property", "conservation", "--depth", "2",
+            "--no-progress", "--out", str(tmp_path / "out"), "--proof-cache", str(tmp_path / "pc")]
+    try:
+        assert main(args) == 0
+        first = capsys.readouterr().out
+        assert main(args) == 0
+        again = capsys.readouterr().out
+    finally:
+        proof_cache.use(None)
+    assert "from the proof cache" not in first and "proved (k=1)" in first
+    assert "1 of 1 step queries from the proof cache" in again and "proved (k=1)" in again, again
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(args[:-1] + [str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--proof-cache" in err and "expected a writable directory" in err, err
+    assert main(["check", "--engine", "explicit", "--config", "small", "--proof-cache", str(tmp_path / "pc")]) == 2
+    assert "--proof-cache applies to the proofs" in capsys.readouterr().err
