@@ -384,7 +384,7 @@ def parser() -> argparse.ArgumentParser:
                     help="do not assume this lemma in the induction proofs (try a smaller inductive set)")
     pc.add_argument("--proof-cache", metavar="DIR", default=None,
                     help="record the step-case queries z3 proves unsat, and take recorded ones from DIR, so a long "
-                         "proof can be stopped and resumed (keyed by the exact query text and z3 version)")
+                         "proof can be stopped and resumed (keyed by a digest of the exact query and the z3 version)")
     pc.add_argument("--no-progress", action="store_true")
     pc.add_argument("-v", "--verbose", action="store_true")
     pc.add_argument("--all", action="store_true", help="every preset design (x every config), in parallel; one report")

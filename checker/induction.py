@@ -261,6 +261,8 @@ class KInduction:
             solver.set("timeout", min(self.timeout_ms or NO_LIMIT_MS, JOINT_AFTER_MS))
         active = [n for n in acts]
         res = HoudiniResult(k, [], [])
+        dg = proof_cache.Digest() if self.cache is not None else None
+        base = dg.formula(solver) if dg is not None else ""
         one_by_one = False  # after a joint query the solver could not answer
         while any(n in self.props for n in active):
             if one_by_one:
@@ -271,9 +273,7 @@ class KInduction:
                 res.queries += 1
                 if self.progress:
                     self.progress(f"k={k} step case, {len(active)} candidates at once")
-                dg = proof_cache.Digest()
-                key = dg.key(dg.formula(solver), f"k={k}", "joint",
-                             "active=" + ",".join(sorted(active))) if self.cache is not None else ""
+                key = dg.key(base, f"k={k}", "joint", "active=" + ",".join(sorted(active))) if dg is not None else ""
                 if key and self.cache.settled(key):
                     res.cached += 1
                     break  # this exact joint query was unsat before: the active set is k-inductive
