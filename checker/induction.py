@@ -136,7 +136,9 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
     conjuncts (a state failing `a and b` fails one of them), the statuses of every request before
     the last step, which batch the last step ran, the statuses after it, and the batch before it
     (with, on paged configs, which committed lengths are page aligned; then, on paged configs,
-    which are aligned after the step, and which requests held a tree lock before it). Each split is a list
+    which are aligned after the step, and which requests held a tree lock before it; on HiCache
+    configs, last, which warm-prefix atoms were on the device and whether the step took a node off
+    it). Each split is a list
     of cases whose disjunction is valid (a last "none of these" case closes each domain), so a
     query is unsat exactly when it is unsat in every case."""
     pre, post = states[-2], states[-1]
@@ -180,6 +182,21 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
         out.append(("requests holding a tree lock before the step",
                     [z3.And(*[(pre.last_node[r] != ROOT) == bit for r, bit in enumerate(bits)])
                      for bits in itertools.product([True, False], repeat=R)]))
+    cfg = system.cfg
+    if cfg.hicache and cfg.warm_chain_len:
+        # on HiCache, for the leaves still too hard: which warm-prefix atoms were on the device
+        # (what a match hits and a load-back fills), then whether the step evicted a device node.
+        # Probe (conservation's full pool, both requests waiting, an extend that leaves both
+        # running): unknown after 60 s whole; 0.2-50 s in 6 of the 8 device cases; the two with
+        # both warm nodes on the device, unknown after 60 s, close in about 30 s per eviction case
+        chain = cfg.warm_chain()
+        out.append(("warm-prefix atoms on the device before the step",
+                    [z3.And(*[pre.node_device[a] == bit for a, bit in zip(chain, bits)])
+                     for bits in itertools.product([True, False], repeat=len(chain))]))
+        evicted = z3.Or(*[z3.And(pre.node_len[a] > 0, pre.node_device[a],
+                                 z3.Not(z3.And(post.node_len[a] > 0, post.node_device[a])))
+                          for a in range(cfg.num_atoms)])
+        out.append(("whether the step took a node off the device", [evicted, z3.Not(evicted)]))
     return out
 
 

@@ -204,7 +204,12 @@ def test_case_splits_cover_every_state() -> None:
     assert [(n, len(c)) for n, c in pdims[-3:]] == [("batch before the step x page-aligned kv_committed_len", 4 * 4),
                                                     ("page-aligned kv_committed_len after the step", 4),
                                                     ("requests holding a tree lock before the step", 4)]
-    for _n, pcases in pdims[-3:]:
+    hic = System(CONFIGS["hybrid_swa_hicache"], PRESETS["current"])
+    _s, _p, hstates, hgoals, _a = KInduction(hic, ["conservation"])._encode(1)
+    hdims = case_splits(hic, hstates, hgoals["conservation"])
+    assert [(n, len(c)) for n, c in hdims[-2:]] == [("warm-prefix atoms on the device before the step", 2 ** 3),
+                                                    ("whether the step took a node off the device", 2)]
+    for _n, pcases in pdims[-3:] + hdims[-2:]:
         s = z3.Solver()
         s.add(z3.Not(z3.Or(*pcases)))
         assert s.check() == z3.unsat
