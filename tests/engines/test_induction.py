@@ -302,6 +302,66 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
     assert "conservation" in failing and len(tr.states) == 2
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_level_z3_always_gives_up_on_is_split_without_asking(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once SKIP_AFTER cases of a split level have come back unknown (SKIP_UNKNOWN of them), the
+    rest of that level is split at once: fewer queries, the same proof."""
+    import z3
+
+    from checker import induction
+
+    real_encode = KInduction._encode
+
+    def first_level_unknown(self: KInduction, k: int) -> Any:
+        out = real_encode(self, k)
+        solver = out[0]
+
+        class Planted:
+            """Unknown to the whole query and to every case of the first split level."""
+
+            def __init__(self) -> None:
+                self.scopes: list[int] = []
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(solver, name)
+
+            def push(self) -> None:
+                self.scopes.append(0)
+                solver.push()
+
+            def pop(self) -> None:
+                self.scopes.pop()
+                solver.pop()
+
+            def add(self, *cs: Any) -> None:
+                if self.scopes:
+                    self.scopes[-1] += len(cs)
+                solver.add(*cs)
+
+            def check(self, *a: Any) -> Any:
+                if not self.scopes or self.scopes[-1] <= 2:
+                    return z3.unknown
+                return solver.check(*a)
+
+            def reason_unknown(self) -> str:
+                return "planted unknown"
+
+        return (Planted(),) + tuple(out[1:])
+
+    monkeypatch.setattr(KInduction, "_encode", first_level_unknown)
+    system = System(CONFIGS["small"], PRESETS["current"])
+    skip_after = induction.SKIP_AFTER
+    skipping = KInduction(system, ["no_decode_oom"], [], workers=workers).houdini(1)
+    monkeypatch.setattr(induction, "SKIP_AFTER", 10**6)
+    asking = KInduction(system, ["no_decode_oom"], [], workers=workers).houdini(1)
+    assert skipping.proved == asking.proved == ["no_decode_oom"], (skipping, asking)
+    assert asking.skipped == 0, asking
+    # the first level has 26 status cases: SKIP_AFTER of them answered, the rest split unasked
+    # (less the cases the other workers had started before the SKIP_AFTER-th answer came back)
+    assert skipping.skipped == 26 - skip_after - (workers - 1), skipping
+    assert asking.queries - skipping.queries == skipping.skipped, (skipping, asking)
+
+
 def test_a_case_query_renews_its_solver_for_leaves_and_after_many_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     """z3 slows down on a solver that has answered many other cases, so a case at the last split
     (the one given the full time limit) is asked on a freshly encoded solver, and so is any case
