@@ -27,6 +27,8 @@ from specs import lemmas as lemmas_mod
 from specs import properties as props_mod
 from specs.configs import CONFIGS
 
+from tests.engines.planted_solver import unknown_through
+
 
 def _output_bounded(x: Ctx, s: State) -> Any:
     return x.and_(*[s.output_len[r] <= x.p.max_new_tokens[r] for r in range(x.cfg.num_reqs)])
@@ -239,52 +241,12 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
     query made unknown, Houdini on `small` still proves what it proves without splitting and still
     finds the planted bug's counterexample to induction, now in one of the cases; the same when
     the cases are asked by two forked processes."""
-    import z3
-
     system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
     props = ["conservation", "no_prefill_oom", "no_decode_oom"]
     plain = KInduction(system, props).houdini(1)
     assert "conservation" in plain.dropped and "no_prefill_oom" in plain.proved, plain
 
-    real_encode = KInduction._encode
-
-    def whole_queries_unknown(self: KInduction, k: int) -> Any:
-        out = real_encode(self, k)
-        solver = out[0]
-
-        class Splitting:
-            """Answers unknown to a query with no case added (a scope holding only the goal)."""
-
-            def __init__(self) -> None:
-                self.scopes: list[int] = []
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(solver, name)
-
-            def push(self) -> None:
-                self.scopes.append(0)
-                solver.push()
-
-            def pop(self) -> None:
-                self.scopes.pop()
-                solver.pop()
-
-            def add(self, *cs: Any) -> None:
-                if self.scopes:
-                    self.scopes[-1] += len(cs)
-                solver.add(*cs)
-
-            def check(self, *a: Any) -> Any:
-                if not self.scopes or self.scopes[-1] <= 1:
-                    return z3.unknown
-                return solver.check(*a)
-
-            def reason_unknown(self) -> str:
-                return "planted unknown"
-
-        return (Splitting(),) + tuple(out[1:])
-
-    monkeypatch.setattr(KInduction, "_encode", whole_queries_unknown)
+    unknown_through(monkeypatch, 0)  # every whole query unknown, every case answered
     parallel = {"n": 0}
     real_parallel = KInduction._settle_parallel
 
@@ -306,49 +268,9 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
 def test_a_level_z3_always_gives_up_on_is_split_without_asking(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once SKIP_AFTER cases of a split level have come back unknown (SKIP_UNKNOWN of them), the
     rest of that level is split at once: fewer queries, the same proof."""
-    import z3
-
     from checker import induction
 
-    real_encode = KInduction._encode
-
-    def first_level_unknown(self: KInduction, k: int) -> Any:
-        out = real_encode(self, k)
-        solver = out[0]
-
-        class Planted:
-            """Unknown to the whole query and to every case of the first split level."""
-
-            def __init__(self) -> None:
-                self.scopes: list[int] = []
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(solver, name)
-
-            def push(self) -> None:
-                self.scopes.append(0)
-                solver.push()
-
-            def pop(self) -> None:
-                self.scopes.pop()
-                solver.pop()
-
-            def add(self, *cs: Any) -> None:
-                if self.scopes:
-                    self.scopes[-1] += len(cs)
-                solver.add(*cs)
-
-            def check(self, *a: Any) -> Any:
-                if not self.scopes or self.scopes[-1] <= 2:
-                    return z3.unknown
-                return solver.check(*a)
-
-            def reason_unknown(self) -> str:
-                return "planted unknown"
-
-        return (Planted(),) + tuple(out[1:])
-
-    monkeypatch.setattr(KInduction, "_encode", first_level_unknown)
+    unknown_through(monkeypatch, 1)  # the whole query and every first-level case unknown
     system = System(CONFIGS["small"], PRESETS["current"])
     skip_after = induction.SKIP_AFTER
     skipping = KInduction(system, ["no_decode_oom"], [], workers=workers).houdini(1)

@@ -9,16 +9,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import z3
 
 from checker.induction import KInduction, _CaseQuery
 from checker.proof_cache import ProofCache
 from model.designs import PRESETS
 from model.system import System
 from specs.configs import CONFIGS
+
+from tests.engines.planted_solver import unknown_through
 
 PROPS = ["no_decode_oom"]  # 1-inductive on `small` with no lemma: a quick proof of about 30 case queries
 LEMMAS: list[str] = []
@@ -29,44 +29,7 @@ def _split_everything(monkeypatch: pytest.MonkeyPatch, answerable: bool) -> dict
     splits each), and, unless `answerable`, so is every other: z3 can then settle nothing, and only
     the proof cache can. Counts the checks z3 was asked."""
     asked = {"n": 0}
-    real_encode = KInduction._encode
-
-    def encode(self: KInduction, k: int) -> Any:
-        out = real_encode(self, k)
-        solver = out[0]
-
-        class Planted:
-            def __init__(self) -> None:
-                self.scopes: list[int] = []
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(solver, name)
-
-            def push(self) -> None:
-                self.scopes.append(0)
-                solver.push()
-
-            def pop(self) -> None:
-                self.scopes.pop()
-                solver.pop()
-
-            def add(self, *cs: Any) -> None:
-                if self.scopes:
-                    self.scopes[-1] += len(cs)
-                solver.add(*cs)
-
-            def check(self, *a: Any) -> Any:
-                asked["n"] += 1
-                if not answerable or not self.scopes or self.scopes[-1] <= 1:
-                    return z3.unknown
-                return solver.check(*a)
-
-            def reason_unknown(self) -> str:
-                return "planted unknown"
-
-        return (Planted(),) + tuple(out[1:])
-
-    monkeypatch.setattr(KInduction, "_encode", encode)
+    unknown_through(monkeypatch, 0 if answerable else -1, asked)
     return asked
 
 
