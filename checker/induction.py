@@ -367,34 +367,29 @@ class KInduction:
         parallel = self.workers > 1 and _can_fork()
 
         def walk(path: tuple[int, ...]) -> tuple[Any, Any]:
-            if q.skip(path):
-                res.split_cases += 1
+            if q.skip(path):  # its level is one z3 nearly always gives up on: split it unasked
                 res.skipped += 1
-                return self._settle_parallel(q, res, [path]) if parallel else self._settle_cases(walk, q, path)
-            if self.progress:
-                self.progress(f"k={k} step case for {n}{q.where(path)} ({res.queries} queries)")
-            res.queries += 1
-            r, m = q.ask(path)
-            res.cached += q.last_cached
-            q.note(path, str(r))
-            if r != z3.unknown or q.last(path):
-                return r, m
+            else:
+                if self.progress:
+                    self.progress(f"k={k} step case for {n}{q.where(path)} ({res.queries} queries)")
+                res.queries += 1
+                r, m = q.ask(path)
+                res.cached += q.last_cached
+                q.note(path, str(r))
+                if r != z3.unknown or q.last(path):
+                    return r, m
+                if parallel:  # the whole query was too hard: its cases go to the workers
+                    res.split_cases += 1
+                    return self._settle_parallel(q, res, [path + (i,) for i in range(q.width(path))])
             res.split_cases += 1
-            if parallel:  # the whole query was too hard: its cases go to the workers
-                return self._settle_parallel(q, res, [path + (i,) for i in range(q.width(path))])
-            return self._settle_cases(walk, q, path)
+            for i in range(q.width(path)):
+                r2, m2 = walk(path + (i,))
+                if r2 != z3.unsat:
+                    return r2, m2
+            return z3.unsat, None
 
         r, m = walk(())
         return r, m, q.goals
-
-    @staticmethod
-    def _settle_cases(walk: Callable[[tuple[int, ...]], tuple[Any, Any]], q: "_CaseQuery",
-                      path: tuple[int, ...]) -> tuple[Any, Any]:
-        for i in range(q.width(path)):
-            r2, m2 = walk(path + (i,))
-            if r2 != z3.unsat:
-                return r2, m2
-        return z3.unsat, None
 
     def _settle_parallel(self, q: "_CaseQuery", res: HoudiniResult, cases: list[tuple[int, ...]]) -> tuple[Any, Any]:
         """`_settle`'s case tree below `cases`, asked by `workers` forked processes: a case the
