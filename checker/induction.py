@@ -296,7 +296,7 @@ class KInduction:
                 res.queries += 1
                 if self.progress:
                     self.progress(f"k={k} step case, {len(active)} candidates at once")
-                key = dg.key(base, f"k={k}", "joint", "active=" + ",".join(sorted(active))) if dg is not None else ""
+                key = dg.key(base, *_key_names(k, "joint", active)) if dg is not None else ""
                 if key and self.cache.settled(key):
                     res.cached += 1
                     break  # this exact joint query was unsat before: the active set is k-inductive
@@ -469,6 +469,11 @@ class KInduction:
         return tr
 
 
+def _key_names(k: int, what: str, active: list[str]) -> tuple[str, str, str]:
+    """The names in a proof-cache key (checker/proof_cache.py): k, which query, the active set."""
+    return f"k={k}", what, "active=" + ",".join(sorted(active))
+
+
 def _term(v: Any) -> Any:
     return z3.BoolVal(v) if isinstance(v, bool) else v
 
@@ -520,8 +525,7 @@ class _CaseQuery:
         if not self._digest:
             self._digest = self._dg.formula(self.solver)
         cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
-        return self._dg.key(self._digest, f"k={self.k}", f"candidate={self.n}",
-                            "active=" + ",".join(sorted(self.active)), self.goals[self.n], *cases)
+        return self._dg.key(self._digest, *_key_names(self.k, f"candidate={self.n}", self.active), self.goals[self.n], *cases)
 
     def ask(self, path: tuple[int, ...]) -> tuple[Any, Any]:
         """(z3 result, model when sat); the time limit is SPLIT_AFTER_MS while splits are left. An
