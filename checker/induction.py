@@ -119,7 +119,7 @@ class HoudiniResult:
     queries: int = 0
     split_cases: int = 0  # queries the solver could not answer whole, split into cases
     cached: int = 0  # case queries answered from the proof cache (`--proof-cache`), not by z3
-    skipped: int = 0  # cases split without being asked (their level was nearly always unknown)
+    skipped: int = 0  # cases split without being asked (their level was nearly always unknown, or a run before gave up on them)
     seconds: float = 0.0
 
 
@@ -367,8 +367,11 @@ class KInduction:
         parallel = self.workers > 1 and _can_fork()
 
         def walk(path: tuple[int, ...]) -> tuple[Any, Any]:
-            if q.skip(path):  # its level is one z3 nearly always gives up on: split it unasked
+            if q.skip(path):  # z3 (nearly always) gave up on it or its level: split it unasked
                 res.skipped += 1
+                if parallel:
+                    res.split_cases += 1
+                    return self._settle_parallel(q, res, [path + (i,) for i in range(q.width(path))])
             else:
                 if self.progress:
                     self.progress(f"k={k} step case for {n}{q.where(path)} ({res.queries} queries)")
@@ -501,11 +504,21 @@ class _CaseQuery:
 
     def skip(self, path: tuple[int, ...]) -> bool:
         """Split this case without asking it: z3 gave up on nearly every case asked at its level so
-        far (SKIP_AFTER, SKIP_UNKNOWN). The whole query and a last-level case are always asked."""
-        if not path or self.last(path):
+        far (SKIP_AFTER, SKIP_UNKNOWN), or, with a proof cache, on this very case in a run before,
+        with as much time as it would get now. A last-level case is always asked, and the whole
+        query unless a run before gave up on it."""
+        if self.last(path):
+            return False
+        if self.cache is not None and self.cache.given_up(self.key(path), self.budget(path)):
+            return True
+        if not path:
             return False
         unknown, answers = self.level_answers.get(len(path), (0, 0))
         return answers >= SKIP_AFTER and unknown >= SKIP_UNKNOWN * answers
+
+    def budget(self, path: tuple[int, ...]) -> int:
+        """The solver's time limit for this case, in ms: SPLIT_AFTER_MS while splits are left."""
+        return self.full if self.last(path) else min(self.full, SPLIT_AFTER_MS)
 
     def _fresh(self) -> None:
         self.solver, _params, self.states, self.goals, self.acts = self.ind._encode(self.k)
@@ -541,7 +554,7 @@ class _CaseQuery:
             # that had answered hundreds); encoding again costs about 0.5 s
             self._fresh()
         self.asked += 1
-        self.solver.set("timeout", self.full if self.last(path) else min(self.full, SPLIT_AFTER_MS))
+        self.solver.set("timeout", self.budget(path))
         self.solver.push()
         self.solver.add(z3.Not(self.goals[self.n]), *cases)
         r = self.solver.check(*[self.acts[c] if c in self.active else z3.Not(self.acts[c]) for c in self.acts])
@@ -549,6 +562,8 @@ class _CaseQuery:
         self.solver.pop()
         if r == z3.unsat and key:
             self.cache.record(key)
+        if r == z3.unknown and key and not self.last(path):
+            self.cache.gave_up(key, self.budget(path))
         if r == z3.unknown:
             self._fresh()  # a solver used past a timeout has answered sat wrongly: start again
         return r, m

@@ -9,9 +9,14 @@ constraints, the candidate whose failure is asked and the active candidates. A l
 recorded answer instead of asking z3 again; any change to the model, a lemma, a property, the
 config's shape or z3 gives other terms, so another key, and the query is asked afresh.
 
-Only `unsat` is stored: it is a fact about that exact formula (no state breaks the candidate in
-that case), so reusing it claims nothing that was not checked. `sat` needs its model (the CTI)
-and `unknown` is not an answer; both are asked again. Like Dafny's or Boogie's verification cache:
+Only `unsat` is stored as an answer: it is a fact about that exact formula (no state breaks the
+candidate in that case), so reusing it claims nothing that was not checked. `sat` needs its model
+(the CTI) and `unknown` is not an answer; both are asked again. A case z3 gave up on before its
+last split is recorded too, as a hint with the time it had (`DIR/ab/cdef....unknown`): a resumed
+run splits that case at once instead of spending the same time on it again (on
+`hybrid_swa_hicache` every resume re-asked hundreds of such cases, 15 s each). A hint only
+changes the order of work: splitting is always sound, the cases below are asked or taken from
+the store as usual. Like Dafny's or Boogie's verification cache:
 sound as long as the digest identifies the query, which it does by construction (a SHA-256 per
 term over its declaration, sort and arguments).
 
@@ -22,6 +27,7 @@ case workers need no lock.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,7 @@ class ProofCache:
         self.root = Path(root)
         self.hits = 0  # queries answered from the store in this process
         self.stored = 0  # unsat answers this process recorded
+        self.hinted = 0  # cases split unasked because a run before gave up on them
 
     @staticmethod
     def open(root: str | Path) -> "ProofCache":
@@ -61,6 +68,29 @@ class ProofCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
         self.stored += 1
+
+    def _hint(self, key: str) -> Path:
+        p = self._path(key)
+        return p.with_name(p.name + ".unknown")
+
+    def gave_up(self, key: str, ms: int) -> None:
+        """Record that z3 gave up on this query after `ms` milliseconds (a scheduling hint, not an answer)."""
+        path = self._hint(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text(str(ms))
+        tmp.replace(path)  # atomic: a reader sees the old hint or the new one, never half of it
+
+    def given_up(self, key: str, ms: int) -> bool:
+        """A run before gave up on this query with at least `ms` milliseconds."""
+        try:
+            had = int(self._hint(key).read_text())
+        except (OSError, ValueError):
+            return False
+        if had >= ms:
+            self.hinted += 1
+            return True
+        return False
 
 
 class Digest:

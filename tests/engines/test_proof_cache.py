@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.induction import KInduction, _CaseQuery
+from checker.induction import SPLIT_AFTER_MS, KInduction, _CaseQuery
 from checker.proof_cache import ProofCache
 from model.designs import PRESETS
 from model.system import System
@@ -42,15 +42,20 @@ def test_a_resumed_proof_takes_the_recorded_answers(workers: int, tmp_path: Path
     asked = _split_everything(monkeypatch, answerable=True)
     first = KInduction(system, PROPS, LEMMAS, cache=cache, workers=workers).houdini(1)
     assert sorted(first.proved) == sorted(PROPS) and first.cached == 0 and first.split_cases > 0, first
-    stored = sum(1 for f in (tmp_path / "cache").rglob("*") if f.is_file() and f.parent != tmp_path / "cache")
+    files = [f for f in (tmp_path / "cache").rglob("*") if f.is_file() and f.parent != tmp_path / "cache"]
+    hints = [f for f in files if f.name.endswith(".unknown")]
+    stored = len(files) - len(hints)
     assert stored > 0 and (cache.stored == stored or workers > 1) and asked["n"] > 0
+    assert len(hints) == len(PROPS), "the whole query, which z3 gave up on, is recorded as a hint"
+    assert all(int(f.read_text()) == SPLIT_AFTER_MS for f in hints), "with the time z3 had"
 
-    # z3 now answers nothing: the proof closes all the same, from the recorded answers alone (the
-    # queries it gave up on are asked again, as unknown is not an answer, and split the same way)
+    # z3 now answers nothing: the proof closes all the same, from the recorded answers alone; the
+    # query z3 gave up on is split at once from its hint, so z3 is asked only the joint query
     asked = _split_everything(monkeypatch, answerable=False)
     again = KInduction(system, PROPS, LEMMAS, cache=ProofCache(tmp_path / "cache"), workers=workers).houdini(1)
     assert sorted(again.proved) == sorted(PROPS), again
     assert again.cached == stored and again.split_cases == first.split_cases, again
+    assert (first.skipped, again.skipped) == (0, len(hints)) and asked["n"] == 1, (again, asked)
 
     # without the cache the same unanswerable solver proves nothing: the cache did the work
     none = KInduction(system, PROPS, LEMMAS).houdini(1)
@@ -124,3 +129,13 @@ def test_cli_proof_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert err.count("\n") == 1 and "--proof-cache" in err and "expected a writable directory" in err, err
     assert main(["check", "--engine", "explicit", "--config", "small", "--proof-cache", str(tmp_path / "pc")]) == 2
     assert "--proof-cache applies to the proofs" in capsys.readouterr().err
+
+
+def test_a_hint_with_less_time_than_now_is_asked_again(tmp_path: Path) -> None:
+    """A hint says z3 gave up with that much time; a run that gives it more asks again."""
+    cache = ProofCache.open(tmp_path / "cache")
+    cache.gave_up("ab" * 32, 15_000)
+    assert cache.given_up("ab" * 32, 15_000) and cache.given_up("ab" * 32, 10_000)
+    assert not cache.given_up("ab" * 32, 60_000) and not cache.given_up("cd" * 32, 1)
+    assert not cache.settled("ab" * 32), "a hint is not an answer"
+    assert cache.hinted == 2
