@@ -137,9 +137,70 @@ SKIP_AFTER = 8  # answers at a level before it may be skipped
 SKIP_UNKNOWN = 0.8  # ... when at least this share of them were unknown (a few infeasible cases answer at once)
 
 
-def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[str, list[Any]]]:
+def first_break(system: System, params: Params, states: list[State], goal: Any,
+                checkpoints: list[tuple[str, Any, State]], conjuncts: Callable[..., list[Any]]) -> tuple[list[Any], list[str]] | None:
+    """The cases "goal conjunct j first fails after sub-step i" of the last step, or None when the
+    goal is not the property's `conjuncts` (specs/properties.py) read at the last state.
+
+    The model marks the points inside an iteration where the state is whole (`x.checkpoint`); the
+    state at checkpoint i is E_i = (its state if its path was taken, else E_{i-1}), E_0 the state
+    before the step. A conjunct that holds at E_0 (it is assumed there) and fails after the step
+    fails first somewhere along E_0 .. E_n, the last state: the cases "fails at E_0", "holds at
+    E_{i-1}, fails at E_i" and "holds at E_n (read inside the iteration), fails after the step"
+    cover the goal's negation for any terms E_i (telescoping), so the split is exhaustive whatever
+    the checkpoints are. It pays when the property's inner reading is exact at the checkpoints
+    (tests/engines/test_first_break.py checks that on random walks): then each case asks whether
+    one sub-transition keeps the ledger, which z3 answers locally. On hybrid_swa_hicache's
+    conservation, both requests waiting and an extend that leaves both running, unknown after
+    120 s whole: its 54 first-break cases are unsat in 178 s together, none over 60 s."""
+    pre, post = states[-2], states[-1]
+    k = len(states) - 1
+    xg = system.ctx(Symbolic(k, prefix="goal."), params)
+    final = conjuncts(xg, post, False)
+    parts = list(goal.children()) if z3.is_and(goal) else [goal]
+    if len(final) != len(parts) or not all(z3.is_expr(f) and f.eq(g) for f, g in zip(final, parts)):
+        return None
+    xm = system.ctx(Symbolic(k, prefix="mid."), params)
+    states_at, labels, taken = [pre], ["before the step"], [True]
+    for label, cond, st in checkpoints:
+        if all(getattr(st, f) is getattr(states_at[-1], f) for f in FIELD_NAMES):
+            continue  # the sub-step changed nothing on any path
+        states_at.append(st)
+        labels.append(label)
+        taken.append(cond)
+    inner = [conjuncts(xm, e, True) for e in states_at]
+    if xm.ops.constraints or any(len(c) != len(final) for c in inner):
+        return None
+    cases: list[Any] = []
+    names: list[str] = []
+    for j in range(len(final)):
+        # the conjunct read at E_i, as an if-then-else over the conjunct's values at the
+        # checkpoints (not over their states: the same value, far smaller terms)
+        at = _term(inner[0][j])
+        cases.append(z3.Not(at))
+        names.append(f"conjunct {j + 1} fails {labels[0]}")
+        for i in range(1, len(states_at)):
+            here = _term(inner[i][j])
+            # a sub-step breaks the ledger only on its own path (E_i = E_{i-1} off it): stated,
+            # so that z3 need not find it
+            cases.append(z3.And(_term(taken[i]), at, z3.Not(here)))
+            names.append(f"conjunct {j + 1} first fails at {labels[i]}")
+            at = here if taken[i] is True else z3.If(taken[i], here, at)
+        cases.append(z3.And(at, z3.Not(final[j])))
+        names.append(f"conjunct {j + 1} first fails after the step's last checkpoint")
+    return cases, names
+
+
+FIRST_BREAK = "goal conjunct x first sub-step that breaks it"
+
+
+def case_splits(system: System, states: list[State], goal: Any,
+                sub_steps: tuple[Params, list[tuple[str, Any, State]], Callable[..., list[Any]]] | None = None
+                ) -> list[tuple[str, list[Any]]]:
     """How to split a step query the solver cannot answer whole, coarsest first: the goal's
-    conjuncts (a state failing `a and b` fails one of them), the statuses of every request before
+    conjuncts (a state failing `a and b` fails one of them; for a property with `conjuncts` and
+    `sub_steps` = (params, the last step's checkpoints, the property's conjuncts), each conjunct
+    times the sub-step of the iteration after which it first fails, see `first_break`), the statuses of every request before
     the last step, which batch the last step ran, the statuses after it, and the batch before it
     (with, on paged configs, which committed lengths are page aligned; then, on paged configs,
     which are aligned after the step, and which requests held a tree lock before it; on HiCache
@@ -150,7 +211,10 @@ def case_splits(system: System, states: list[State], goal: Any) -> list[tuple[st
     pre, post = states[-2], states[-1]
     R = system.cfg.num_reqs
     out: list[tuple[str, list[Any]]] = []
-    if z3.is_and(goal) and goal.num_args() > 1:
+    fb = first_break(system, sub_steps[0], states, goal, sub_steps[1], sub_steps[2]) if sub_steps else None
+    if fb is not None:
+        out.append((FIRST_BREAK, fb[0]))
+    elif z3.is_and(goal) and goal.num_args() > 1:
         out.append(("goal conjunct", [z3.Not(c) for c in goal.children()]))
     elif z3.is_or(goal) and goal.num_args() == 2 and z3.is_and(goal.arg(1)) and goal.arg(1).num_args() > 1:
         # a lemma, `oom != none or (a and b ...)` (specs/lemmas.py::Lemma.holds): its negation is
@@ -218,6 +282,7 @@ class KInduction:
         self.timeout_ms = timeout_ms
         self.progress = progress  # told what each step-case query is about (before it runs, or its answer)
         self.workers = workers  # processes that ask a split query's cases
+        self.checkpoints: list[tuple[str, Any, State]] = []  # the encoded last step's (`_encode`)
 
     def _invariants(self) -> list[tuple[str, Any]]:
         out = [(p, PROPERTIES[p].holds) for p in self.props]
@@ -246,7 +311,7 @@ class KInduction:
             for n, fn in invs:
                 solver.add(z3.Implies(acts[n], _term(fn(xi, states[t]))))
             solver.add(*xi.ops.constraints)
-            x = sysm.ctx(Symbolic(t), params)
+            x = sysm.ctx(Symbolic(t, name_checkpoints=True), params)
             en = sysm.enabled(x, states[t])
             if en is not True:
                 solver.add(_term(en))
@@ -255,6 +320,7 @@ class KInduction:
             states.append(_freshen(nxt, t + 1, step_cons, states[t]))
             solver.add(*x.ops.constraints)
             solver.add(*step_cons)
+            self.checkpoints = x.ops.checkpoints  # the last step's (`first_break`)
         xk = sysm.ctx(Symbolic(k, prefix="goal."), params)
         goals = {n: _term(fn(xk, states[k])) for n, fn in invs}
         solver.add(*xk.ops.constraints)
@@ -469,6 +535,19 @@ class KInduction:
             steps.append(Step("event_loop_iteration", picks, ss[t + 1]))
         tr = Trace(self.system.cfg, self.system.design, p, ss[0], steps, None, "induction-cti")
         tr.meta["cti_replays_concretely"] = agrees
+        # for a property with conjuncts, the sub-step of the last iteration after which its
+        # ledger first fails (the first `first_break` case true in the model): where to look
+        where: dict[str, str] = {}
+        for n in self.props:
+            prop = PROPERTIES[n]
+            fb = first_break(self.system, params, states, _term(prop.holds(self.system.ctx(Symbolic(len(states) - 1, prefix="goal."), params), states[-1])),
+                             self.checkpoints, prop.conjuncts) if prop.conjuncts and self.checkpoints else None
+            for case, name in zip(*fb) if fb else ():
+                if z3.is_true(m.eval(case, model_completion=True)):
+                    where[n] = name
+                    break
+        if where:
+            tr.meta["first_break"] = where
         return tr
 
 
@@ -488,7 +567,15 @@ class _CaseQuery:
     def __init__(self, ind: KInduction, k: int, active: list[str], n: str) -> None:
         self.ind, self.k, self.active, self.n = ind, k, active, n
         self._fresh()
-        self.dims = case_splits(ind.system, self.states, self.goals[n])
+        prop = PROPERTIES.get(n)
+        sub = (self.params, ind.checkpoints, prop.conjuncts) if prop is not None and prop.conjuncts else None
+        self.dims = case_splits(ind.system, self.states, self.goals[n], sub)
+        # names of the first-break cases (`where`)
+        self.labels: dict[int, list[str]] = {}
+        if sub is not None and self.dims and self.dims[0][0] == FIRST_BREAK:
+            fb = first_break(ind.system, self.params, self.states, self.goals[n], sub[1], sub[2])
+            assert fb is not None
+            self.labels[0] = fb[1]
         self.full = ind.timeout_ms or NO_LIMIT_MS
         self.cache = ind.cache
         self._digest = ""  # of the encoded formula; the same for every fresh encoding
@@ -521,7 +608,7 @@ class _CaseQuery:
         return self.full if self.last(path) else min(self.full, SPLIT_AFTER_MS)
 
     def _fresh(self) -> None:
-        self.solver, _params, self.states, self.goals, self.acts = self.ind._encode(self.k)
+        self.solver, self.params, self.states, self.goals, self.acts = self.ind._encode(self.k)
         self.asked = 0  # queries answered by this solver
 
     def last(self, path: tuple[int, ...]) -> bool:
@@ -531,7 +618,8 @@ class _CaseQuery:
         return len(self.dims[len(path)][1])
 
     def where(self, path: tuple[int, ...]) -> str:
-        return "".join(f", {self.dims[lv][0]} case {i + 1}/{len(self.dims[lv][1])}" for lv, i in enumerate(path))
+        return "".join(f", {self.dims[lv][0]} case {i + 1}/{len(self.dims[lv][1])}"
+                       + (f" ({self.labels[lv][i]})" if lv in self.labels else "") for lv, i in enumerate(path))
 
     def key(self, path: tuple[int, ...]) -> str:
         """The proof cache's key of this case query (checker/proof_cache.py)."""
@@ -677,8 +765,10 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
                 r.meta["cti_failing"] = c["failing"]
                 r.meta["cti_suggest"] = c["suggest"]
             unk = [a for a in attempts if a["unknown"]]
+            fb = c["trace"].meta.get("first_break", {}).get(name) if c is not None else None
             r.reason = (f"induction did not close for k in {tried or 'none'}"
                         + (f" (solver unknown at k={unk[-1]['k']}: {unk[-1]['unknown']})" if unk else "")
+                        + (f"; in its CTI the ledger's {fb}" if fb else "")
                         + (f"; a lemma excluding its CTI is missing (known lemmas false in it: {', '.join(c['suggest']) or 'none'})"
                            if c is not None else ""))
     proof = {"engine": "induction", "k": max([a["k"] for a in attempts], default=0),
@@ -706,6 +796,7 @@ def write_ctis(report: Any, out_dir: str | Path) -> dict[tuple[str, str], str]:
         itf.write(path, tr, {"verdict": "counterexample to induction", "property": r.property,
                              "k": r.meta.get("cti_k"), "failing_after_step": r.meta.get("cti_failing"),
                              "known_lemmas_false_in_cti": r.meta.get("cti_suggest"),
+                             "ledger_first_breaks": tr.meta.get("first_break", {}).get(r.property),
                              "note": "the first state satisfies every assumed invariant but is probably unreachable; "
                                      "a true lemma that is false in it rules it out"})
         written[(c.config, r.property)] = str(path)

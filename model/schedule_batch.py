@@ -104,7 +104,7 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
         evict_for = ext_total + bs * ps
 
     def allocate() -> State:
-        s1 = allocator.evict_from_tree_cache(x, s, evict_for, "evict")
+        s1 = x.checkpoint("evicted for extend", allocator.evict_from_tree_cache(x, s, evict_for, "evict"))
         ok = allocator.can_alloc(x, s1, need)
 
         def done() -> State:

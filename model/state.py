@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Callable
 
 # Req status (where the request is in the scheduler's queues)
 NEW, WAITING, CHUNKED, RUNNING, FINISHED = range(5)
@@ -155,6 +155,14 @@ class State:
             else:
                 upd[f.name] = ops.ite(cond, a, b)
         return _replace(self, upd) if upd else self
+
+    def map_terms(self, fn: Callable[[str, Any], Any]) -> "State":
+        """Every value through `fn(name, value)`, `name` being `field` or `field[i]`."""
+        upd: dict[str, Any] = {}
+        for f in FIELD_NAMES:
+            v = getattr(self, f)
+            upd[f] = tuple(fn(f"{f}[{i}]", e) for i, e in enumerate(v)) if isinstance(v, tuple) else fn(f, v)
+        return _replace(self, upd)
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -177,6 +177,7 @@ def stash_chunked_req(x: Ctx, s: State) -> State:
     for r in range(x.cfg.num_reqs):
         stash = x.and_(s.last_batch == EXTEND_BATCH, s.status[r] == CHUNKED)
         s = x.branch(stash, lambda r=r: radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]"), lambda: s)
+        s = x.checkpoint(f"stashed[{r}]", s)
     return s.set(in_last_batch=(False,) * x.cfg.num_reqs)
 
 
@@ -220,6 +221,7 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
                 return prefill_adder.add_one_req(x, s1, ad, r, m, fresh)
 
         s, ad = x.branch(consider, try_admit, lambda: (s, ad))
+        s = x.checkpoint(f"admitted[{r}]", s)
     return s, ad
 
 
@@ -255,11 +257,12 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
             return s1.req(r, status=RUNNING)
 
         s = x.branch(finished, finish, lambda: x.branch(done, keep, lambda: s))
+        s = x.checkpoint(f"prefill result[{r}]", s)
     return s.set(last_batch=EXTEND_BATCH)
 
 
 def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
-    s = schedule_batch.alloc_for_extend(x, s, ad.can_run, ad.prefix, ad.extend, ad.fresh_slot)
+    s = x.checkpoint("allocated for extend", schedule_batch.alloc_for_extend(x, s, ad.can_run, ad.prefix, ad.extend, ad.fresh_slot))
     return x.branch(s.oom == OOM_NONE, lambda: process_batch_result_prefill(x, s, ad), lambda: s)
 
 
@@ -279,8 +282,10 @@ def run_decode_batch(x: Ctx, s: State) -> State:
     R = cfg.num_reqs
     batch = tuple(s.status[r] == RUNNING for r in range(R))
     s, fits = schedule_batch.check_decode_mem(x, s, batch, "check")
+    s = x.checkpoint("decode memory checked", s)
     forced = x.choose_bool("test_retract") if cfg.test_retract else False
     s = x.branch(x.or_(x.not_(fits), forced), lambda: schedule_batch.retract_decode(x, s, fits, forced), lambda: s)
+    s = x.checkpoint("retracted", s)
     batch = tuple(s.status[r] == RUNNING for r in range(R))
 
     def step() -> State:
@@ -289,6 +294,7 @@ def run_decode_batch(x: Ctx, s: State) -> State:
         else:
             s1 = schedule_batch.alloc_for_decode(x, s, batch)
             s1 = s1.set(output_len=tuple(s1.output_len[r] + x.ite(batch[r], 1, 0) for r in range(R)))
+        s1 = x.checkpoint("decoded", s1)
 
         def results() -> State:
             s2 = s1
@@ -299,6 +305,7 @@ def run_decode_batch(x: Ctx, s: State) -> State:
                     lambda r=r: schedule_batch.release_kv_cache(x, s2, r, True, f"finish[{r}]").req(r, status=FINISHED),
                     lambda: s2,
                 )
+                s2 = x.checkpoint(f"decode result[{r}]", s2)
             return s2.set(last_batch=DECODE_BATCH)
 
         return x.branch(s1.oom == OOM_NONE, results, lambda: s1)
@@ -308,8 +315,8 @@ def run_decode_batch(x: Ctx, s: State) -> State:
 
 def event_loop_iteration(x: Ctx, s: State) -> State:
     """One iteration of `Scheduler.event_loop_normal`."""
-    s = recv_requests(x, s)
-    s = hicache.loading_check(x, s)
+    s = x.checkpoint("received", recv_requests(x, s))
+    s = x.checkpoint("loads checked", hicache.loading_check(x, s))
     s = stash_chunked_req(x, s)
     s, ad = get_new_batch_prefill(x, s)
     has_prefill = x.or_(*ad.can_run)
@@ -323,7 +330,8 @@ def event_loop_iteration(x: Ctx, s: State) -> State:
         with x.scope("decode"):
             return run_decode_batch(x, s)
 
-    return x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, lambda: s.set(last_batch=NO_BATCH)))
+    s = x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, lambda: s.set(last_batch=NO_BATCH)))
+    return x.checkpoint("iteration done", s)
 
 
 class System:

@@ -158,6 +158,7 @@ class Ctx:
         self.choose_bool = ops.choose_bool
         self.assume = ops.assume
         self.let = ops.let
+        self.checkpoint = ops.checkpoint
         self.scope = ops.scope
         self.path = ops.path
         self.shape: TreeShape = _shape_of(cfg)  # an attribute, not a property: read thousands of times a step

@@ -11,6 +11,13 @@ has no SWA slots), in the row of a request that owns KV (positions [P, ceil(A)),
 max(P, E)), or in the row held by a streaming-session slot that no running request has taken over.
 Those owners are disjoint by construction, so the ledger is exact iff nothing leaked (a slot owned
 by nobody) and nothing was freed twice or owned twice (a slot counted twice).
+
+The ledger is also defined inside an iteration (`mid=True`), at the points the model marks with
+`x.checkpoint`: there a request admitted by this iteration's extend batch owns its row from the
+moment it is allocated, while its status still says WAITING (process_batch_result_prefill changes
+it later). At an iteration's boundary no WAITING request has a row (`request_rows` lemma), so both
+readings agree there; the induction engine uses the inner one to ask which sub-step of an
+iteration first breaks the ledger (checker/induction.py, `case_splits`).
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from typing import Any, Callable
 from model import radix_cache
 from model.invariant_checker import holds_kv, self_check_during_busy
 from model.session import holds_range
-from model.state import DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, State
+from model.state import (DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS,
+                          WAITING, State)
 from model.transition import Ctx
 
 
@@ -47,8 +55,16 @@ class Ledger:
         return (self.full_ok, self.swa_ok)
 
 
-def ledger(x: Ctx, s: State) -> Ledger:
-    """Who owns every token slot (and every req_to_token slot) now."""
+def owns_row(x: Ctx, s: State, r: int, mid: bool = False) -> Any:
+    """Request r owns its req_to_token row: `holds_kv`; inside an iteration (`mid`) also once its
+    extend was allocated (`alloc_for_extend`) before its status left WAITING."""
+    h = holds_kv(x, s, r)
+    return x.or_(h, x.and_(s.status[r] == WAITING, s.kv_allocated_len[r] > 0)) if mid else h
+
+
+def ledger(x: Ctx, s: State, mid: bool = False) -> Ledger:
+    """Who owns every token slot (and every req_to_token slot) now; `mid`: at a checkpoint inside
+    an iteration (module docstring)."""
     cfg, p = x.cfg, x.p
     R = cfg.num_reqs
     tree_f, tree_s = radix_cache.tree_tokens(x, s)
@@ -56,7 +72,7 @@ def ledger(x: Ctx, s: State) -> Ledger:
     req_s: Any = 0
     n_req: Any = 0
     for r in range(R):
-        h = holds_kv(x, s, r)
+        h = owns_row(x, s, r, mid)
         f, w = holds_range(x, s.kv_allocated_len[r], s.cache_protected_len[r], s.swa_evicted_seqlen[r])
         req_f = req_f + x.ite(h, f, 0)
         req_s = req_s + x.ite(h, w, 0)
@@ -65,7 +81,7 @@ def ledger(x: Ctx, s: State) -> Ledger:
     ses_s: Any = 0
     n_ses: Any = 0
     for i, r in enumerate(cfg.streaming_sessions):
-        own = x.and_(s.slot_holding[i], x.not_(holds_kv(x, s, r)))  # not lent to its running turn
+        own = x.and_(s.slot_holding[i], x.not_(owns_row(x, s, r, mid)))  # not lent to its running turn
         f, w = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
         ses_f = ses_f + x.ite(own, f, 0)
         ses_s = ses_s + x.ite(own, w, 0)
@@ -89,6 +105,10 @@ class Property:
     holds: Pred
     witness: Pred
     witness_meaning: str
+    # the conjuncts of `holds`, in order, as a function of (ctx, state, mid): `mid` reads them at a
+    # checkpoint inside an iteration. A property that has them lets the induction engine split its
+    # step by the first sub-step that breaks a conjunct (checker/induction.py, `case_splits`).
+    conjuncts: Callable[[Ctx, State, bool], list[Any]] | None = None
 
 
 def _ran(x: Ctx, s: State) -> Any:
@@ -103,9 +123,13 @@ def _no_decode_oom(x: Ctx, s: State) -> Any:
     return s.oom != OOM_DECODE
 
 
+def _conservation_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
+    L = ledger(x, s, mid)
+    return [c for c in (L.full_ok, L.swa_ok, L.slots_ok) if c is not True]
+
+
 def _conservation(x: Ctx, s: State) -> Any:
-    L = ledger(x, s)
-    return x.and_(L.full_ok, L.swa_ok, L.slots_ok)
+    return x.and_(*_conservation_conjuncts(x, s))
 
 
 def _busy_check_sound(x: Ctx, s: State) -> Any:
@@ -168,6 +192,7 @@ PROPERTIES: dict[str, Property] = {
             _conservation,
             _request_and_tree,
             "a request and the tree both hold full-pool tokens",
+            _conservation_conjuncts,
         ),
         Property(
             "busy_check_sound",
