@@ -538,10 +538,13 @@ class KInduction:
         # for a property with conjuncts, the sub-step of the last iteration after which its
         # ledger first fails (the first `first_break` case true in the model): where to look
         where: dict[str, str] = {}
+        xg = self.system.ctx(Symbolic(len(states) - 1, prefix="goal."), params)
         for n in self.props:
             prop = PROPERTIES[n]
-            fb = first_break(self.system, params, states, _term(prop.holds(self.system.ctx(Symbolic(len(states) - 1, prefix="goal."), params), states[-1])),
-                             self.checkpoints, prop.conjuncts) if prop.conjuncts and self.checkpoints else None
+            if not (prop.conjuncts and self.checkpoints):
+                continue
+            goal = _term(prop.holds(xg, states[-1]))
+            fb = first_break(self.system, params, states, goal, self.checkpoints, prop.conjuncts)
             for case, name in zip(*fb) if fb else ():
                 if z3.is_true(m.eval(case, model_completion=True)):
                     where[n] = name

@@ -87,3 +87,14 @@ def test_the_first_break_cases_cover_the_goals_negation(config: str) -> None:
     assert dims[0][0] == FIRST_BREAK and len(dims[0][1]) == len(cases)
     # a property without conjuncts keeps the plain conjunct split
     assert case_splits(system, states, goals["lemma:pools_nonnegative"])[0][0] == "goal conjunct"
+
+
+@pytest.mark.parametrize("mutant, where", [("unfinished_keeps_protected_len", "prefill.prefill result["),
+                                           ("retract_forgets_free", "decode.retracted")])
+def test_a_cti_says_which_sub_step_broke_the_ledger(mutant: str, where: str) -> None:
+    """A planted leak's counterexample to induction names the sub-step of the iteration after
+    which the ledger first fails: the one the mutant replaced."""
+    system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({mutant})))
+    h = KInduction(system, ["conservation"]).houdini(1)
+    tr, _failing = h.ctis["conservation"]
+    assert where in tr.meta["first_break"]["conservation"], tr.meta.get("first_break")
