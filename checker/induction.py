@@ -491,8 +491,22 @@ class KInduction:
                     busy += 1
                 return busy
 
+            workers = list(pool._pool)  # private, but the only way to see a worker die
+
+            def next_answer() -> Any:
+                # a worker killed while asking (a signal, the OOM killer) takes its case with it and
+                # the pool never answers for it: say so instead of waiting forever
+                while True:
+                    try:
+                        return done.get(timeout=5.0)
+                    except queue.Empty:
+                        dead = [w for w in workers if w.exitcode is not None]
+                        if dead:
+                            raise RuntimeError(f"a case worker died (pid {dead[0].pid}, exit code {dead[0].exitcode}) "
+                                               "while asking a step case; nothing was proved by this query") from None
+
             while feed():
-                item = done.get()
+                item = next_answer()
                 busy -= 1
                 if isinstance(item, BaseException):
                     raise item

@@ -375,3 +375,26 @@ def test_a_lemma_holds_trivially_after_an_allocation_failure() -> None:
     solver = z3.Solver()
     solver.add(*cons, z3.Not(z3.Implies(s.oom == OOM_NONE, lm.holds(xs, s) == lm.body(xs, s))))
     assert solver.check() == z3.unsat
+
+
+def test_a_case_worker_that_dies_is_an_error_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case worker killed while asking takes its case with it; the parent says so (RuntimeError)
+    instead of waiting for an answer that never comes, and proves nothing."""
+    import os
+
+    from checker import induction
+
+    unknown_through(monkeypatch, 0)  # the whole query unknown: its cases go to the workers
+
+    parent = os.getpid()
+    real_ask = induction._CaseQuery.ask
+
+    def ask(self: Any, path: Any) -> Any:
+        if os.getpid() != parent:  # in a forked case worker
+            os._exit(3)
+        return real_ask(self, path)
+
+    monkeypatch.setattr(induction._CaseQuery, "ask", ask)
+    system = System(CONFIGS["small"], PRESETS["current"])
+    with pytest.raises(RuntimeError, match="case worker died"):
+        KInduction(system, ["no_decode_oom"], [], workers=2).houdini(1)
