@@ -344,21 +344,26 @@ class Symbolic(Ops):
         self.choices[q] = v
         return v
 
+    def _path_cond(self) -> Any:
+        """The conjunction of the path conditions (True at top level), or False on a path that
+        cannot be taken."""
+        conds = [p for p in self._path if p is not True]
+        if any(p is False for p in conds):
+            return False
+        return True if not conds else conds[0] if len(conds) == 1 else self.z3.And(*conds)
+
     def assume(self, c: Any, why: str = "") -> None:
         if c is True:
             return
-        conds = [p for p in self._path if p is not True]
-        if any(p is False for p in conds):
+        cond = self._path_cond()
+        if cond is False:
             return
-        if conds:
-            c = self.z3.Implies(self.z3.And(*conds) if len(conds) > 1 else conds[0], c)
-        self.constraints.append(c)
+        self.constraints.append(c if cond is True else self.z3.Implies(cond, c))
 
     def checkpoint(self, label: str, s: Any) -> Any:
-        conds = [c for c in self._path if c is not True]
-        if any(c is False for c in conds):
+        cond = self._path_cond()
+        if cond is False:
             return s  # on a path that cannot be taken
-        cond = True if not conds else conds[0] if len(conds) == 1 else self.z3.And(*conds)
         # named (a fresh symbol per field, tied by an equality), the rest of the step is written
         # over those names, so a query about one sub-step sees a small definition instead of the
         # whole step's term (hybrid_swa_hicache's conservation, both requests waiting, an extend
