@@ -195,8 +195,8 @@ FIRST_BREAK = "goal conjunct x first sub-step that breaks it"
 
 
 def case_splits(system: System, states: list[State], goal: Any,
-                sub_steps: tuple[Params, list[tuple[str, Any, State]], Callable[..., list[Any]]] | None = None
-                ) -> list[tuple[str, list[Any]]]:
+                sub_steps: tuple[Params, list[tuple[str, Any, State]], Callable[..., list[Any]]] | None = None,
+                first: tuple[list[Any], list[str]] | None = None) -> list[tuple[str, list[Any]]]:
     """How to split a step query the solver cannot answer whole, coarsest first: the goal's
     conjuncts (a state failing `a and b` fails one of them; for a property with `conjuncts` and
     `sub_steps` = (params, the last step's checkpoints, the property's conjuncts), each conjunct
@@ -211,7 +211,9 @@ def case_splits(system: System, states: list[State], goal: Any,
     pre, post = states[-2], states[-1]
     R = system.cfg.num_reqs
     out: list[tuple[str, list[Any]]] = []
-    fb = first_break(system, sub_steps[0], states, goal, sub_steps[1], sub_steps[2]) if sub_steps else None
+    # `first`: `first_break`'s answer when the caller has it already
+    fb = first if first is not None else \
+        first_break(system, sub_steps[0], states, goal, sub_steps[1], sub_steps[2]) if sub_steps else None
     if fb is not None:
         out.append((FIRST_BREAK, fb[0]))
     elif z3.is_and(goal) and goal.num_args() > 1:
@@ -585,14 +587,10 @@ class _CaseQuery:
         self.ind, self.k, self.active, self.n = ind, k, active, n
         self._fresh()
         prop = PROPERTIES.get(n)
-        sub = (self.params, ind.checkpoints, prop.conjuncts) if prop is not None and prop.conjuncts else None
-        self.dims = case_splits(ind.system, self.states, self.goals[n], sub)
-        # names of the first-break cases (`where`)
-        self.labels: dict[int, list[str]] = {}
-        if sub is not None and self.dims and self.dims[0][0] == FIRST_BREAK:
-            fb = first_break(ind.system, self.params, self.states, self.goals[n], sub[1], sub[2])
-            assert fb is not None
-            self.labels[0] = fb[1]
+        fb = first_break(ind.system, self.params, self.states, self.goals[n], ind.checkpoints, prop.conjuncts) \
+            if prop is not None and prop.conjuncts else None
+        self.dims = case_splits(ind.system, self.states, self.goals[n], first=fb)
+        self.labels: dict[int, list[str]] = {0: fb[1]} if fb is not None else {}  # names of the first-break cases (`where`)
         self.full = ind.timeout_ms or NO_LIMIT_MS
         self.cache = ind.cache
         self._digest = ""  # of the encoded formula; the same for every fresh encoding
