@@ -33,6 +33,8 @@ from typing import Any
 
 import z3
 
+from .dag import fold
+
 
 class ProofCache:
     def __init__(self, root: str | Path) -> None:
@@ -106,29 +108,7 @@ class Digest:
         self.memo: dict[int, tuple[Any, bytes]] = {}
 
     def of(self, e: Any) -> bytes:
-        memo = self.memo
-        stack = [e]
-        while stack:
-            x = stack[-1]
-            xi = x.get_id()
-            if xi in memo:
-                stack.pop()
-                continue
-            kids = x.children()
-            todo = [c for c in kids if c.get_id() not in memo]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
-            h = hashlib.sha256()
-            if z3.is_int_value(x) or z3.is_rational_value(x):
-                h.update(b"#" + x.as_string().encode())
-            else:
-                h.update(f"{x.decl().name()}:{x.sort()}/{len(kids)}".encode())
-            for c in kids:
-                h.update(memo[c.get_id()][1])
-            memo[xi] = (x, h.digest())
-        return memo[e.get_id()][1]
+        return fold(e, self.memo, _digest)
 
     def formula(self, solver: Any) -> str:
         """The digest of a solver's assertions, in order, with the z3 version."""
@@ -144,6 +124,17 @@ class Digest:
             h.update(b"\0")
             h.update(self.of(p) if isinstance(p, z3.ExprRef) else str(p).encode())
         return h.hexdigest()
+
+
+def _digest(x: Any, kids: list[bytes]) -> bytes:
+    h = hashlib.sha256()
+    if z3.is_int_value(x) or z3.is_rational_value(x):
+        h.update(b"#" + x.as_string().encode())
+    else:
+        h.update(f"{x.decl().name()}:{x.sort()}/{len(kids)}".encode())
+    for c in kids:
+        h.update(c)
+    return h.digest()
 
 
 ACTIVE: ProofCache | None = None  # set by `kvmc check --proof-cache DIR`; forked case workers inherit it
