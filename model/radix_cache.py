@@ -264,6 +264,10 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     K = x.cfg.num_atoms
     if K == 0:
         return s
+    with x.scope(site):
+        # the nodes' checkpoints below read the eviction's choices on this state's names: a sub-step
+        # query then sees one node's eviction (checker/induction.py, `first_break`)
+        s = x.checkpoint("eviction", s)
     sh = x.shape
     hybrid = x.cfg.hybrid_swa
     need = x.or_(full_need > 0, swa_need > 0) if hybrid else full_need > 0
@@ -336,6 +340,8 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         x.assume(x.implies(top, x.not_(enough_without)), "eviction freed more nodes than needed")
         if hybrid:
             x.assume(x.implies(t[a], freed_swa - L[a] < swa_need), "SWA eviction tombstoned more than needed")
+    # node by node, each node's slots freed with it: the ledger is exact after every node (a
+    # checkpoint), so the induction step can ask which node's eviction broke it, if one did
     for a in range(K):
         keep_host = x.and_(d[a], host[a])
         s = s.node(
@@ -345,7 +351,10 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         )
         if x.cfg.hicache:  # without HiCache node_device stays True: a node exists iff its length > 0
             s = s.node(a, node_device=x.ite(d[a], False, s.node_device[a]))
-    return allocator.free(x, s, freed_full, freed_swa if hybrid else 0)
+        s = allocator.free(x, s, x.ite(d[a], L[a], 0), x.ite(d[a], swa_len[a], 0) + x.ite(t[a], L[a], 0) if hybrid else 0)
+        with x.scope(site):
+            s = x.checkpoint(f"evicted[{a}]", s)
+    return s
 
 
 def _first_free_private(x: Ctx, s: State, r: int, k: int) -> Any:

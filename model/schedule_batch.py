@@ -97,25 +97,31 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
     slots_ok = fresh <= s.req_pool_available
     ext_total = x.sum(x.ite(batch[r], extend[r], 0) for r in range(R))
     if ps == 1:
-        need = ext_total
+        needs = list(extend)
         evict_for = ext_total
     else:
-        need = x.sum(x.ite(batch[r], x.ceil_page(prefix[r] + extend[r]) - x.ceil_page(prefix[r]), 0) for r in range(R))
+        needs = [x.ceil_page(prefix[r] + extend[r]) - x.ceil_page(prefix[r]) for r in range(R)]
         evict_for = ext_total + bs * ps
+    need = x.sum(x.ite(batch[r], needs[r], 0) for r in range(R))
 
     def allocate() -> State:
         s1 = x.checkpoint("evicted for extend", allocator.evict_from_tree_cache(x, s, evict_for, "evict"))
         ok = allocator.can_alloc(x, s1, need)
 
         def done() -> State:
-            s2 = allocator.alloc(x, s1, need).set(req_pool_available=s1.req_pool_available - fresh)
+            # request by request (the sum is `need`; SGLang takes it in one call): the ledger is
+            # exact after each request's part, a checkpoint for the induction step
+            s2 = s1
             for r in range(R):
                 seq = prefix[r] + extend[r]
+                s2 = allocator.alloc(x, s2, x.ite(batch[r], needs[r], 0))
+                s2 = s2.set(req_pool_available=s2.req_pool_available - x.ite(x.and_(batch[r], fresh_slot[r]), 1, 0))
                 s2 = s2.req(
                     r,
                     kv_allocated_len=x.ite(batch[r], seq, s2.kv_allocated_len[r]),
                     kv_committed_len=x.ite(batch[r], seq, s2.kv_committed_len[r]),
                 )
+                s2 = x.checkpoint(f"allocated[{r}]", s2)
             return s2
 
         return x.branch(ok, done, lambda: s1.set(oom=OOM_PREFILL))
@@ -202,11 +208,11 @@ def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
 
             def retract(r: int = r, it: int = it) -> State:
                 s1 = release_kv_cache(x, s, r, False, f"retract[{it}].release[{r}]", abort)
-                with x.scope(f"retract[{it}].victim[{r}]"):
-                    rest = x.sum(x.ite(x.and_(kept[q], q != r), 1, 0) for q in range(R))
-                    s1 = allocator.evict_from_tree_cache(x, s1, rest * x.cfg.retract_decode_steps, "evict")
-                # reset_for_retract (output_ids are kept: it re-prefills input + output); an abort finishes
-                return s1.req(
+                # reset_for_retract (output_ids are kept: it re-prefills input + output); an abort
+                # finishes. SGLang resets after the eviction below; it touches only r's fields and
+                # r holds no lock any more, so the eviction is the same, and the ledger is whole
+                # again before it (its nodes are checkpoints)
+                s1 = s1.req(
                     r,
                     status=x.ite(abort, FINISHED, WAITING),
                     kv_allocated_len=0,
@@ -216,6 +222,9 @@ def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
                     last_node=ROOT,
                     swa_lock_top=ROOT,
                 )
+                with x.scope(f"retract[{it}].victim[{r}]"):
+                    rest = x.sum(x.ite(x.and_(kept[q], q != r), 1, 0) for q in range(R))
+                    return allocator.evict_from_tree_cache(x, s1, rest * x.cfg.retract_decode_steps, "evict")
 
             s = x.branch(victims[r], retract, lambda: s)
         kept = tuple(x.and_(kept[r], x.not_(victims[r])) for r in range(R))

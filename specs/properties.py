@@ -115,12 +115,20 @@ def _ran(x: Ctx, s: State) -> Any:
     return s.last_batch != NO_BATCH
 
 
+def _no_prefill_oom_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
+    return [s.oom != OOM_PREFILL, s.oom != OOM_REQ_SLOTS]  # (an iteration sets `oom` once and stops)
+
+
 def _no_prefill_oom(x: Ctx, s: State) -> Any:
-    return x.and_(s.oom != OOM_PREFILL, s.oom != OOM_REQ_SLOTS)
+    return x.and_(*_no_prefill_oom_conjuncts(x, s))
+
+
+def _no_decode_oom_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
+    return [s.oom != OOM_DECODE]
 
 
 def _no_decode_oom(x: Ctx, s: State) -> Any:
-    return s.oom != OOM_DECODE
+    return _no_decode_oom_conjuncts(x, s)[0]
 
 
 def _conservation_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
@@ -178,6 +186,7 @@ PROPERTIES: dict[str, Property] = {
             _no_prefill_oom,
             lambda x, s: s.last_batch == EXTEND_BATCH,
             "an extend batch was allocated",
+            _no_prefill_oom_conjuncts,
         ),
         Property(
             "no_decode_oom",
@@ -185,6 +194,7 @@ PROPERTIES: dict[str, Property] = {
             _no_decode_oom,
             lambda x, s: s.last_batch == DECODE_BATCH,
             "a decode batch was allocated",
+            _no_decode_oom_conjuncts,
         ),
         Property(
             "conservation",

@@ -25,6 +25,7 @@ from specs.properties import PROPERTIES
 from tests.replay.walk import RandomOracle, pick_params
 
 conjuncts = PROPERTIES["conservation"].conjuncts
+split_by_sub_step = {n: p.conjuncts for n, p in PROPERTIES.items() if p.conjuncts and n != "conservation"}
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
@@ -51,9 +52,12 @@ def test_the_inner_ledger_is_exact_at_every_checkpoint(config: str) -> None:
                 continue
             for label, st in ops.checkpoints:
                 assert all(conjuncts(x, st, True)), f"inner ledger off at {label!r}, step {t} of seed {seed} on {config}"
+                for name, read in split_by_sub_step.items():  # the OOM flags: set once, at the failing allocation
+                    assert all(read(x, st, True)) or not all(read(x, s2, False)), f"{name} off at {label!r}, step {t}"
                 seen.add(label)
             # at an iteration's end both readings agree
-            assert conjuncts(x, s2, True) == conjuncts(x, s2, False), (config, seed, t)
+            for read in (conjuncts, *split_by_sub_step.values()):
+                assert read(x, s2, True) == read(x, s2, False), (config, seed, t)
             s, steps = s2, steps + 1
     assert steps > 100, steps
     assert {"received", "admitted[0]", "prefill.allocated for extend", "prefill.prefill result[0]",
@@ -71,7 +75,7 @@ def test_the_first_break_cases_cover_the_goals_negation(config: str) -> None:
     system, ind, (_solver, params, states, goals, _acts) = _encoded(config)
     fb = first_break(system, params, states, goals["conservation"], ind.checkpoints, conjuncts)
     assert fb is not None
-    cases, names = fb
+    cases, names = fb.cases, fb.names
     n_conj = len(goals["conservation"].children())
     assert len(cases) == len(names) and len(cases) > 10 * n_conj
     s = z3.Solver()
@@ -89,7 +93,7 @@ def test_the_first_break_cases_cover_the_goals_negation(config: str) -> None:
 
 
 @pytest.mark.parametrize("mutant, where", [("unfinished_keeps_protected_len", "prefill.prefill result["),
-                                           ("retract_forgets_free", "decode.retracted")])
+                                           ("retract_forgets_free", "decode.retract[0].victim[")])
 def test_a_cti_says_which_sub_step_broke_the_ledger(mutant: str, where: str) -> None:
     """A planted leak's counterexample to induction names the sub-step of the iteration after
     which the ledger first fails: the one the mutant replaced."""
@@ -97,3 +101,16 @@ def test_a_cti_says_which_sub_step_broke_the_ledger(mutant: str, where: str) -> 
     h = KInduction(system, ["conservation"]).houdini(1)
     tr, _failing = h.ctis["conservation"]
     assert where in tr.meta["first_break"]["conservation"], tr.meta.get("first_break")
+
+
+def test_below_first_break_cases_the_levels_on_the_state_before_come_first() -> None:
+    """A first-break case's local query holds the state before the step, not the one after, so
+    its further splits read the state before first; other queries keep the usual order."""
+    system, ind, (_solver, params, states, goals, _acts) = _encoded("paged")
+    split = [n for n, _ in case_splits(system, states, goals["conservation"], (params, ind.checkpoints, conjuncts))]
+    plain = [n for n, _ in case_splits(system, states, goals["conservation"])]
+    assert split[0] == FIRST_BREAK and plain[0] == "goal conjunct" and sorted(split[1:]) == sorted(plain[1:])
+    reads_after = [i for i, n in enumerate(split) if "after the step" in n or "the step ran" in n]
+    reads_before = [i for i, n in enumerate(split) if "before the step" in n]
+    assert len(reads_before) == 3 and len(reads_after) == 3 and max(reads_before) < min(reads_after), split
+    assert plain.index("batch the step ran") < plain.index("batch before the step x page-aligned kv_committed_len"), plain
