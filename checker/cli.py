@@ -306,8 +306,12 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
         if c.proof:
             tries = c.proof.get("attempts") or [c.proof]
             cached = sum(a.get("cached") or 0 for a in tries)
+            local = sum(a.get("local") or 0 for a in tries)
+            asked = sum(a.get('queries') or 0 for a in tries)
             if cached:
-                extra += f", {cached} of {sum(a.get('queries') or 0 for a in tries)} step queries from the proof cache"
+                extra += f", {cached} of {asked} step queries from the proof cache"
+            if local:
+                extra += f", {local} of {asked} closed by a local query (the sub-steps up to theirs)"
         out.append(f"config {c.config}  [{c.seconds:.1f}s{extra}]")
         for r in c.results.values():
             w = r.words()

@@ -34,7 +34,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import z3
 
@@ -46,6 +46,7 @@ from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES
 
 from . import proof_cache
+from .cone import Cone, state_symbols
 from .bmc import BMC
 from .encode import ModelOracle, _freshen, eval_params, eval_state
 from .trace import Step, Trace, first_difference
@@ -119,6 +120,7 @@ class HoudiniResult:
     queries: int = 0
     split_cases: int = 0  # queries the solver could not answer whole, split into cases
     cached: int = 0  # case queries answered from the proof cache (`--proof-cache`), not by z3
+    local: int = 0  # first-break cases closed by a local query (checker/cone.py, `_CaseQuery._local`)
     skipped: int = 0  # cases split without being asked (their level was nearly always unknown, or a run before gave up on them)
     seconds: float = 0.0
 
@@ -127,18 +129,31 @@ RENEW_AFTER = 16  # a case query's solver is encoded afresh after this many quer
 SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, then it is split
 # the step query with every candidate at once, when the candidates can still be asked one by one
 # with splits: on hybrid_swa(_hicache) it is unknown after 600 s, so a long `--timeout` spent there
-# was a core idle for its length; on small/sessions/spec_topk it answers in 3-10 s
-JOINT_AFTER_MS = 60_000
+# was a core idle for its length; on small/sessions/spec_topk it answers in 3-10 s (60 s before
+# the local queries: on hybrid_swa, `conservation` alone, 60 of 112 s went there for nothing)
+JOINT_AFTER_MS = 20_000
 NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 # A split level whose cases z3 nearly always gives up on is not asked any more: its cases are split
 # at once (splitting is always sound; only the cost changes). On hybrid_swa_hicache's conservation
 # step, 40 of 42 request-status cases were unknown after SPLIT_AFTER_MS, 15 s each for nothing.
+# a first-break case's local query (checker/cone.py): on hybrid_swa_hicache's conservation most
+# are unsat in at most 0.6 s or sat in at most 2.8 s, but the SWA conjunct's last sub-step (the
+# iteration's branches merged) is unsat in 18 s locally and unknown after 15 s whole; an unknown
+# or sat local answer leaves the case to be asked whole
+LOCAL_MS = 30_000
 SKIP_AFTER = 8  # answers at a level before it may be skipped
 SKIP_UNKNOWN = 0.8  # ... when at least this share of them were unknown (a few infeasible cases answer at once)
 
 
+class FirstBreak(NamedTuple):
+    cases: list[Any]
+    names: list[str]
+    states: list[State]  # E_0 (the state before the step) and each checkpoint's state that changed
+    ends: list[int | None]  # per case, the index in `states` its sub-step ends at (None: no checkpoint)
+
+
 def first_break(system: System, params: Params, states: list[State], goal: Any,
-                checkpoints: list[tuple[str, Any, State]], conjuncts: Callable[..., list[Any]]) -> tuple[list[Any], list[str]] | None:
+                checkpoints: list[tuple[str, Any, State]], conjuncts: Callable[..., list[Any]]) -> FirstBreak | None:
     """The cases "goal conjunct j first fails after sub-step i" of the last step, or None when the
     goal is not the property's `conjuncts` (specs/properties.py) read at the last state.
 
@@ -173,22 +188,26 @@ def first_break(system: System, params: Params, states: list[State], goal: Any,
         return None
     cases: list[Any] = []
     names: list[str] = []
+    ends: list[int | None] = []
     for j in range(len(final)):
         # the conjunct read at E_i, as an if-then-else over the conjunct's values at the
         # checkpoints (not over their states: the same value, far smaller terms)
         at = _term(inner[0][j])
         cases.append(z3.Not(at))
         names.append(f"conjunct {j + 1} fails {labels[0]}")
+        ends.append(None)
         for i in range(1, len(states_at)):
             here = _term(inner[i][j])
             # a sub-step breaks the ledger only on its own path (E_i = E_{i-1} off it): stated,
             # so that z3 need not find it
             cases.append(z3.And(_term(taken[i]), at, z3.Not(here)))
             names.append(f"conjunct {j + 1} first fails at {labels[i]}")
+            ends.append(i)
             at = here if taken[i] is True else z3.If(taken[i], here, at)
         cases.append(z3.And(at, z3.Not(final[j])))
         names.append(f"conjunct {j + 1} first fails after the step's last checkpoint")
-    return cases, names
+        ends.append(None)
+    return FirstBreak(cases, names, states_at, ends)
 
 
 FIRST_BREAK = "goal conjunct x first sub-step that breaks it"
@@ -196,7 +215,7 @@ FIRST_BREAK = "goal conjunct x first sub-step that breaks it"
 
 def case_splits(system: System, states: list[State], goal: Any,
                 sub_steps: tuple[Params, list[tuple[str, Any, State]], Callable[..., list[Any]]] | None = None,
-                first: tuple[list[Any], list[str]] | None = None) -> list[tuple[str, list[Any]]]:
+                first: FirstBreak | None = None) -> list[tuple[str, list[Any]]]:
     """How to split a step query the solver cannot answer whole, coarsest first: the goal's
     conjuncts (a state failing `a and b` fails one of them; for a property with `conjuncts` and
     `sub_steps` = (params, the last step's checkpoints, the property's conjuncts), each conjunct
@@ -205,7 +224,7 @@ def case_splits(system: System, states: list[State], goal: Any,
     (with, on paged configs, which committed lengths are page aligned; then, on paged configs,
     which are aligned after the step, and which requests held a tree lock before it; on HiCache
     configs, last, which warm-prefix atoms were on the device and whether the step took a node off
-    it). Each split is a list
+    it); below first-break cases, the levels on the state before the step first. Each split is a list
     of cases whose disjunction is valid (a last "none of these" case closes each domain), so a
     query is unsat exactly when it is unsat in every case."""
     pre, post = states[-2], states[-1]
@@ -215,7 +234,7 @@ def case_splits(system: System, states: list[State], goal: Any,
     fb = first if first is not None else \
         first_break(system, sub_steps[0], states, goal, sub_steps[1], sub_steps[2]) if sub_steps else None
     if fb is not None:
-        out.append((FIRST_BREAK, fb[0]))
+        out.append((FIRST_BREAK, fb.cases))
     elif z3.is_and(goal) and goal.num_args() > 1:
         out.append(("goal conjunct", [z3.Not(c) for c in goal.children()]))
     elif z3.is_or(goal) and goal.num_args() == 2 and z3.is_and(goal.arg(1)) and goal.arg(1).num_args() > 1:
@@ -229,12 +248,14 @@ def case_splits(system: System, states: list[State], goal: Any,
         cases = [z3.And(*[t == v for t, v in zip(terms, vals)]) for vals in itertools.product(range(size), repeat=len(terms))]
         return name, cases + [z3.Or(*[z3.Or(t < 0, t >= size) for t in terms])]
 
+    # each level reads the state before the step (`pre`) or after it (`post`)
+    levels: list[tuple[str, tuple[str, list[Any]]]] = []
     if R:
-        out.append(domain("request statuses before the step", list(pre.status), len(STATUS_NAMES)))
-    out.append(domain("batch the step ran", [post.last_batch], len(BATCH_NAMES)))
+        levels.append(("pre", domain("request statuses before the step", list(pre.status), len(STATUS_NAMES))))
+    levels.append(("post", domain("batch the step ran", [post.last_batch], len(BATCH_NAMES))))
     if R:
-        out.append(domain("request statuses after the step", list(post.status), len(STATUS_NAMES)))
-    # last: the batch before the step (it decides whether a chunked request is stashed) and, with
+        levels.append(("post", domain("request statuses after the step", list(post.status), len(STATUS_NAMES))))
+    # the batch before the step (it decides whether a chunked request is stashed) and, with
     # pages, which committed lengths are page aligned (z3 is slow on the floor/ceil arithmetic)
     name, before = domain("batch before the step", [pre.last_batch], len(BATCH_NAMES))
     ps = system.cfg.page_size
@@ -242,18 +263,18 @@ def case_splits(system: System, states: list[State], goal: Any,
         name += " x page-aligned kv_committed_len"
         before = [z3.And(c, *[(pre.kv_committed_len[r] % ps == 0) == bit for r, bit in enumerate(bits)])
                   for c in before for bits in itertools.product([True, False], repeat=R)]
-    out.append((name, before))
+    levels.append(("pre", (name, before)))
     if ps > 1 and R:
         # on paged configs, for the leaves still too hard: which committed lengths are page
         # aligned after the step (two requests admitted together in one extend batch, say)
-        out.append(("page-aligned kv_committed_len after the step",
-                    [z3.And(*[(post.kv_committed_len[r] % ps == 0) == bit for r, bit in enumerate(bits)])
-                     for bits in itertools.product([True, False], repeat=R)]))
+        levels.append(("post", ("page-aligned kv_committed_len after the step",
+                                [z3.And(*[(post.kv_committed_len[r] % ps == 0) == bit for r, bit in enumerate(bits)])
+                                 for bits in itertools.product([True, False], repeat=R)])))
         # then which requests held a tree lock before the step (a waiting request re-admitted
         # beside a chunked one's last chunk: unknown after 120 s whole, 11 s in these four cases)
-        out.append(("requests holding a tree lock before the step",
-                    [z3.And(*[(pre.last_node[r] != ROOT) == bit for r, bit in enumerate(bits)])
-                     for bits in itertools.product([True, False], repeat=R)]))
+        levels.append(("pre", ("requests holding a tree lock before the step",
+                               [z3.And(*[(pre.last_node[r] != ROOT) == bit for r, bit in enumerate(bits)])
+                                for bits in itertools.product([True, False], repeat=R)])))
     cfg = system.cfg
     if cfg.hicache and cfg.warm_chain_len:
         # on HiCache, for the leaves still too hard: which warm-prefix atoms were on the device
@@ -262,13 +283,20 @@ def case_splits(system: System, states: list[State], goal: Any,
         # running): unknown after 60 s whole; 0.2-50 s in 6 of the 8 device cases; the two with
         # both warm nodes on the device, unknown after 60 s, close in about 30 s per eviction case
         chain = cfg.warm_chain()
-        out.append(("warm-prefix atoms on the device before the step",
-                    [z3.And(*[pre.node_device[a] == bit for a, bit in zip(chain, bits)])
-                     for bits in itertools.product([True, False], repeat=len(chain))]))
+        levels.append(("pre", ("warm-prefix atoms on the device before the step",
+                               [z3.And(*[pre.node_device[a] == bit for a, bit in zip(chain, bits)])
+                                for bits in itertools.product([True, False], repeat=len(chain))])))
         evicted = z3.Or(*[z3.And(pre.node_len[a] > 0, pre.node_device[a],
                                  z3.Not(z3.And(post.node_len[a] > 0, post.node_device[a])))
                           for a in range(cfg.num_atoms)])
-        out.append(("whether the step took a node off the device", [evicted, z3.Not(evicted)]))
+        levels.append(("post", ("whether the step took a node off the device", [evicted, z3.Not(evicted)])))
+    if fb is not None:
+        # below a first-break case the levels on the state before the step come first: its local
+        # query (`_CaseQuery._local`) holds that state and the sub-steps up to the case's, not the
+        # state after the step, so a level on that one splits it for nothing (on
+        # hybrid_swa_hicache's `no_prefill_oom`, 4 and then 26 more cases, each unknown again)
+        levels.sort(key=lambda lv: lv[0] == "post")
+    out += [lv for _when, lv in levels]
     return out
 
 
@@ -446,6 +474,7 @@ class KInduction:
                 res.queries += 1
                 r, m = q.ask(path)
                 res.cached += q.last_cached
+                res.local += q.last_local
                 q.note(path, str(r))
                 if r != z3.unknown or q.last(path):
                     return r, m
@@ -512,12 +541,13 @@ class KInduction:
                 busy -= 1
                 if isinstance(item, BaseException):
                     raise item
-                path, answer, cached = item
+                path, answer, how = item
                 res.queries += 1
-                res.cached += cached
+                res.cached += how == "proof cache"
+                res.local += how == "local"
                 q.note(path, answer)
                 if self.progress:
-                    self.progress(f"k={q.k} step case for {q.n}{q.where(path)}: {answer}{' (proof cache)' if cached else ''} "
+                    self.progress(f"k={q.k} step case for {q.n}{q.where(path)}: {answer}{f' ({how})' if how else ''} "
                                   f"({res.queries} queries, {len(waiting) + busy} cases queued, {self.workers} processes)")
                 if answer == "unsat":
                     continue
@@ -561,7 +591,7 @@ class KInduction:
                 continue
             goal = _term(prop.holds(xg, states[-1]))
             fb = first_break(self.system, params, states, goal, self.checkpoints, prop.conjuncts)
-            for case, name in zip(*fb) if fb else ():
+            for case, name in zip(fb.cases, fb.names) if fb else ():
                 if z3.is_true(m.eval(case, model_completion=True)):
                     where[n] = name
                     break
@@ -590,12 +620,15 @@ class _CaseQuery:
         fb = first_break(ind.system, self.params, self.states, self.goals[n], ind.checkpoints, prop.conjuncts) \
             if prop is not None and prop.conjuncts else None
         self.dims = case_splits(ind.system, self.states, self.goals[n], first=fb)
-        self.labels: dict[int, list[str]] = {0: fb[1]} if fb is not None else {}  # names of the first-break cases (`where`)
+        self.labels: dict[int, list[str]] = {0: fb.names} if fb is not None else {}  # names of the first-break cases (`where`)
+        self.first = fb
+        self._cone: Cone | None = None  # built on the first local query (`_local`)
         self.full = ind.timeout_ms or NO_LIMIT_MS
         self.cache = ind.cache
         self._digest = ""  # of the encoded formula; the same for every fresh encoding
         self._dg = proof_cache.Digest()
         self.last_cached = False  # the last `ask` was answered by the proof cache
+        self.last_local = False  # ... or by its sub-step's local query (checker/cone.py)
         self.level_answers: dict[int, list[int]] = {}  # split level -> [unknown answers, answers]
 
     def note(self, path: tuple[int, ...], answer: str) -> None:
@@ -608,7 +641,11 @@ class _CaseQuery:
         """Split this case without asking it: z3 gave up on nearly every case asked at its level so
         far (SKIP_AFTER, SKIP_UNKNOWN), or, with a proof cache, on this very case in a run before,
         with as much time as it would get now. A last-level case is always asked, and the whole
-        query unless a run before gave up on it."""
+        query unless a run before gave up on it or it has first-break cases: their local queries
+        (`_local`) are cheaper than the whole (on hybrid_swa, `conservation`'s whole step query
+        gave up after 15 s, its 228 cases took 20 s), and are always asked."""
+        if self.first is not None and len(path) <= 1:
+            return not path
         if self.last(path):
             return False
         if self.cache is not None and self.cache.given_up(self.key(path), self.budget(path)):
@@ -645,12 +682,25 @@ class _CaseQuery:
 
     def ask(self, path: tuple[int, ...]) -> tuple[Any, Any]:
         """(z3 result, model when sat); the time limit is SPLIT_AFTER_MS while splits are left. An
-        unsat answer is recorded in the proof cache, and one recorded there is not asked again."""
+        unsat answer is recorded in the proof cache, and one recorded there is not asked again. A
+        first-break case is asked on its local queries first (`_local`), then whole."""
         key = self.key(path) if self.cache is not None else ""
         self.last_cached = bool(key) and self.cache.settled(key)
         if self.last_cached:
             return z3.unsat, None
         cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
+        local = self._local(path, cases) if self.first is not None and path else z3.sat
+        self.last_local = local == z3.unsat
+        if self.last_local:
+            if key:
+                self.cache.record(key)
+            return z3.unsat, None
+        if local == z3.unknown or (key and not self.last(path) and self.cache.given_up(key, self.budget(path))):
+            # the whole query holds the local one: z3 would give up on it too (or it did in a run
+            # before, as in `skip`)
+            if key and not self.last(path):
+                self.cache.gave_up(key, self.budget(path))
+            return z3.unknown, None
         if self.asked and (self.last(path) or self.asked >= RENEW_AFTER):
             # z3 slows down on a solver that has answered many other cases (a paged leaf: unsat in
             # 10 s on a fresh solver, 18 s after 5 sibling cases, unknown after 120 s in a worker
@@ -660,7 +710,7 @@ class _CaseQuery:
         self.solver.set("timeout", self.budget(path))
         self.solver.push()
         self.solver.add(z3.Not(self.goals[self.n]), *cases)
-        r = self.solver.check(*[self.acts[c] if c in self.active else z3.Not(self.acts[c]) for c in self.acts])
+        r = self.solver.check(*self._assumptions())
         m = self.solver.model() if r == z3.sat else None
         self.solver.pop()
         if r == z3.unsat and key:
@@ -670,6 +720,37 @@ class _CaseQuery:
         if r == z3.unknown:
             self._fresh()  # a solver used past a timeout has answered sat wrongly: start again
         return r, m
+
+
+    def _assumptions(self) -> list[Any]:
+        return [self.acts[c] if c in self.active else z3.Not(self.acts[c]) for c in self.acts]
+
+    def _local(self, path: tuple[int, ...], cases: list[Any]) -> Any:
+        """A first-break case on its local queries (checker/cone.py), parts of the case query: so
+        unsat there is unsat here. First, for the first-break case alone, its sub-step with the
+        state it starts from left free (LOCAL_MS; an eviction's node: at most 0.6 s); then the
+        case (and its further splits) with every sub-step before it, those after it left free
+        (on hybrid_swa_hicache, a prefill result's SWA conjunct: unsat in 6-20 s so, unknown after
+        15 s whole: the decode branch's sub-steps are most of the query, and no help). Sat says
+        nothing (the case is then asked whole); unknown, that the whole would be too."""
+        fb = self.first
+        assert fb is not None
+        end = fb.ends[path[0]]
+        if self._cone is None:
+            self._cone = Cone(self.solver.assertions(), [state_symbols(st, FIELD_NAMES) for st in fb.states])
+        queries = [(self._cone.query(cases[0], end), min(self.full, LOCAL_MS))] if len(path) == 1 else []
+        if end is not None:
+            prefix = self._cone.query(z3.And(*cases), end, back=end)
+            queries.append((prefix, min(self.full, max(LOCAL_MS, self.budget(path)))))
+        r = z3.sat
+        for q, ms in queries:
+            s = z3.Solver()
+            s.set("timeout", ms)
+            s.add(*q)
+            r = s.check(*self._assumptions())
+            if r == z3.unsat:
+                return r
+        return r if end is not None else z3.sat  # (the sub-step alone giving up says nothing)
 
 
 _CASE_SETUP: tuple[Any, ...] | None = None  # set by _settle_parallel before it forks its workers
@@ -682,7 +763,12 @@ def _ask_case(path: tuple[int, ...]) -> tuple[tuple[int, ...], str, bool]:
         assert _CASE_SETUP is not None
         _CASE_QUERY = _CaseQuery(*_CASE_SETUP)
     r, _m = _CASE_QUERY.ask(path)
-    return path, str(r), _CASE_QUERY.last_cached
+    return path, str(r), _how(_CASE_QUERY)
+
+
+def _how(q: _CaseQuery) -> str:
+    """How the last case was answered, when not by z3 on the case query itself."""
+    return "proof cache" if q.last_cached else "local" if q.last_local else ""
 
 
 def _can_fork() -> bool:
@@ -748,7 +834,7 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell, workers=CASE_WORKERS).houdini(k)
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
-                             "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached, "skipped": h.skipped,
+                             "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached, "local": h.local, "skipped": h.skipped,
                              "seconds": round(h.seconds, 2)})
             for p in h.proved:
                 proved[p] = k

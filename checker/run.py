@@ -120,7 +120,7 @@ def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: in
     h = KInduction(system, props, lemmas=lemmas, timeout_ms=timeout_ms, progress=tell).houdini(1, split_on_unknown=split)
     failed = [p for p in props if p not in h.proved]
     return dict(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
-                lemmas=list(h.lemmas), queries=h.queries, split_cases=h.split_cases, cached=h.cached, skipped=h.skipped,
+                lemmas=list(h.lemmas), queries=h.queries, split_cases=h.split_cases, cached=h.cached, local=h.local, skipped=h.skipped,
                 seconds=round(h.seconds, 2))
 
 
