@@ -317,6 +317,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
             w = r.words()
             if r.verdict is Verdict.PROVED:
                 w += f": holds at every depth (BMC to depth {r.meta.get('bmc_depth')}, witness at {r.witness_depth})"
+                if r.meta.get("derived_from"):
+                    w += f"; follows at every state from {', '.join(r.meta['derived_from'])} (its step was not asked)"
             elif r.verdict is Verdict.HOLDS_TO_DEPTH:
                 w += f" (witness at depth {r.witness_depth})"
                 if r.meta.get("exhausted_at") is not None:  # an explicit search that ran out of new states

@@ -122,6 +122,9 @@ class HoudiniResult:
     cached: int = 0  # case queries answered from the proof cache (`--proof-cache`), not by z3
     local: int = 0  # first-break cases closed by a local query (checker/cone.py, `_CaseQuery._local`)
     skipped: int = 0  # cases split without being asked (their level was nearly always unknown, or a run before gave up on them)
+    # property -> the candidates it follows from at one state (`KInduction._consequences`): its
+    # step query is not asked
+    derived: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -141,6 +144,10 @@ NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 # iteration's branches merged) is unsat in 18 s locally and unknown after 15 s whole; an unknown
 # or sat local answer leaves the case to be asked whole
 LOCAL_MS = 30_000
+# a property's consequence query (`KInduction._consequences`): one state, no transition; on
+# hybrid_swa_hicache `busy_check_sound` follows from `conservation` and the lemmas in about 8 s,
+# where its step query took 4,080 s of case splits
+CONSEQUENCE_MS = 60_000
 SKIP_AFTER = 8  # answers at a level before it may be skipped
 SKIP_UNKNOWN = 0.8  # ... when at least this share of them were unknown (a few infeasible cases answer at once)
 
@@ -313,6 +320,7 @@ class KInduction:
         self.progress = progress  # told what each step-case query is about (before it runs, or its answer)
         self.workers = workers  # processes that ask a split query's cases
         self.checkpoints: list[tuple[str, Any, State]] = []  # the encoded last step's (`_encode`)
+        self._one_state: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (`_consequences`)
 
     def _invariants(self) -> list[tuple[str, Any]]:
         out = [(p, PROPERTIES[p].holds) for p in self.props]
@@ -436,12 +444,63 @@ class KInduction:
         res.seconds = time.perf_counter() - t0
         return res
 
+    def _consequences(self, active: list[str]) -> dict[str, list[str]]:
+        """The active properties that hold in *every* state where the other active candidates hold
+        (one state, no transition: `busy_check_sound` follows from `conservation` and the lemmas,
+        `busy_check_complete` from `conservation` alone), each with the candidates it follows from.
+
+        Their step queries need not be asked. Soundness: a property is tried in `active`'s order,
+        from the active candidates not yet derived, so it may rest on properties derived after it
+        but never on one derived before it: the derivations are acyclic. If every candidate holds
+        at steps t..t+k-1, the step queries give the underived ones at t+k, and then, in reverse
+        order of derivation, each derived one at t+k. A query z3 does not answer unsat within
+        CONSEQUENCE_MS (or `--timeout`, if less) derives nothing: the step query is asked."""
+        if self._one_state is None:
+            sysm = self.system
+            params, cons = unbounded_params(sysm)
+            solver = z3.Solver()
+            solver.add(*cons)
+            x = sysm.ctx(Symbolic(0, prefix="one."), params)
+            ok = sysm.params_ok(x)
+            if ok is not True:
+                solver.add(ok)
+            st = free_state(sysm, params, "one")
+            invs = self._invariants()
+            on = {n: z3.Bool(f"one.on.{n}") for n, _ in invs}  # assumed
+            neg = {n: z3.Bool(f"one.neg.{n}") for n, _ in invs}  # asked to fail
+            for n, fn in invs:
+                t = _term(fn(x, st))
+                solver.add(z3.Implies(on[n], t), z3.Implies(neg[n], z3.Not(t)))
+            solver.add(*x.ops.constraints)
+            self._one_state = (solver, on, neg)
+        solver, on, neg = self._one_state
+        solver.set("timeout", min(self.timeout_ms or NO_LIMIT_MS, CONSEQUENCE_MS))
+        derived: dict[str, list[str]] = {}
+        for n in active:
+            if n not in self.props:
+                continue
+            premises = [c for c in active if c != n and c not in derived]
+            if self.progress:
+                self.progress(f"is {n} a consequence of the other candidates at one state?")
+            r = solver.check(neg[n], *[on[c] if c in premises else z3.Not(on[c]) for c in on])
+            if r == z3.unsat:  # it rests on the premises in the unsat core alone
+                core = {lit.get_id() for lit in solver.unsat_core()}
+                derived[n] = [c for c in premises if on[c].get_id() in core]
+        return derived
+
     def _one_by_one(self, k: int, active: list[str], res: HoudiniResult) -> tuple[list[str], Any]:
         """Ask, for each active candidate alone, whether it can fail after k steps from states where
         all active candidates hold; a query the solver cannot answer whole is split into cases
-        (`_settle`). Returns (the candidates to drop, a model for the first that fails, or None if
+        (`_settle`). A property that follows from the others at one state (`_consequences`) is
+        not asked. Returns (the candidates to drop, a model for the first that fails, or None if
         it stayed unknown); ([], None) when every query is unsat."""
+        res.derived = self._consequences(active)
+        for p, premises in res.derived.items():
+            if self.progress:
+                self.progress(f"k={k}: {p} follows from {', '.join(premises)} at one state: its step is not asked")
         for n in active:
+            if n in res.derived:
+                continue
             r, m, goals = self._settle(k, active, n, res)
             if r == z3.unsat:
                 continue
@@ -822,6 +881,7 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
     attempts: list[dict[str, Any]] = []
     next_k = [1]
     lemma_of: dict[str, list[str]] = {}
+    derived_from: dict[str, list[str]] = {}  # a proved property -> what it follows from at one state
 
     def stop(t: int, witness: dict[str, int | None], open_props: list[str]) -> bool:
         todo = [p for p in open_props if p not in proved]
@@ -835,10 +895,12 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
                              "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached, "local": h.local, "skipped": h.skipped,
-                             "seconds": round(h.seconds, 2)})
+                             "derived": h.derived or None, "seconds": round(h.seconds, 2)})
             for p in h.proved:
                 proved[p] = k
                 lemma_of[p] = h.lemmas
+                if p in h.derived:
+                    derived_from[p] = h.derived[p]
             for p, (tr, failing) in h.ctis.items():
                 ctis[p] = {"k": k, "trace": tr, "failing": failing, "suggest": false_lemmas(system, tr)}
         if all(p in proved and witness.get(p) is not None for p in open_props):
@@ -854,6 +916,8 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
         if name in proved and r.verdict is Verdict.HOLDS_TO_DEPTH:
             r.meta["bmc_depth"] = r.depth
             r.meta["lemmas"] = lemma_of[name]
+            if name in derived_from:
+                r.meta["derived_from"] = derived_from[name]
             r.verdict, r.depth = Verdict.PROVED, proved[name]
         elif name in proved and r.verdict is Verdict.VACUOUS:
             r.reason = f"step case closes at k={proved[name]}, but no state within depth {r.depth} exercises it"

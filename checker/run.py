@@ -121,7 +121,7 @@ def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: in
     failed = [p for p in props if p not in h.proved]
     return dict(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
                 lemmas=list(h.lemmas), queries=h.queries, split_cases=h.split_cases, cached=h.cached, local=h.local, skipped=h.skipped,
-                seconds=round(h.seconds, 2))
+                derived=h.derived or None, seconds=round(h.seconds, 2))
 
 
 def _houdini_child(conn: Any, *args: Any) -> None:
@@ -268,6 +268,8 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
             r.verdict = Verdict.PROVED
             r.meta["bmc_depth"] = r.depth
             r.depth = 1
+            if name in (proof.get("derived") or {}):
+                r.meta["derived_from"] = proof["derived"][name]
     return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
 
 
