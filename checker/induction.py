@@ -132,9 +132,10 @@ RENEW_AFTER = 16  # a case query's solver is encoded afresh after this many quer
 SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, then it is split
 # the step query with every candidate at once, when the candidates can still be asked one by one
 # with splits: on hybrid_swa(_hicache) it is unknown after 600 s, so a long `--timeout` spent there
-# was a core idle for its length; on small/sessions/spec_topk it answers in 3-10 s (60 s before
-# the local queries: on hybrid_swa, `conservation` alone, 60 of 112 s went there for nothing)
-JOINT_AFTER_MS = 20_000
+# was a core idle for its length; on small/sessions/spec_topk the whole Houdini run answers in
+# 1.2-2.6 s (10-12 s one by one). 60 s before the local queries (on hybrid_swa, `conservation`
+# alone, 60 of 112 s went there for nothing), then 20 s: 20 of the plain hybrid_swa check's 74 s
+JOINT_AFTER_MS = 5_000
 NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 # A split level whose cases z3 nearly always gives up on is not asked any more: its cases are split
 # at once (splitting is always sound; only the cost changes). On hybrid_swa_hicache's conservation
