@@ -86,6 +86,19 @@ def unbounded_params(system: System) -> tuple[Params, list[Any]]:
     return p, cons
 
 
+def _parameter_solver(system: System, prefix: str) -> tuple[Any, Params]:
+    """A solver that knows only the unbounded parameters and their well-formedness (`params_ok`)."""
+    params, cons = unbounded_params(system)
+    solver = z3.Solver()
+    solver.add(*cons)
+    x = system.ctx(Symbolic(0, prefix=prefix), params)
+    ok = system.params_ok(x)
+    if ok is not True:
+        solver.add(ok)
+    solver.add(*x.ops.constraints)
+    return solver, params
+
+
 def free_state(system: System, params: Params, tag: str) -> State:
     x = system.ctx(Symbolic(0), params)
     shape = system.init(x)
@@ -332,16 +345,9 @@ class KInduction:
         """k transitions from a free state; each candidate n is assumed on states 0..k-1 under its
         indicator literal, and the goal is that some active candidate fails at state k."""
         sysm = self.system
-        params, cons = unbounded_params(sysm)
-        solver = z3.Solver()
+        solver, params = _parameter_solver(sysm, "ind.")
         if self.timeout_ms:
             solver.set("timeout", self.timeout_ms)
-        solver.add(*cons)
-        x0 = sysm.ctx(Symbolic(0, prefix="ind."), params)
-        ok = sysm.params_ok(x0)
-        if ok is not True:
-            solver.add(ok)
-        solver.add(*x0.ops.constraints)
         invs = self._invariants()
         acts = {n: z3.Bool(f"ind.active.{n}") for n, _ in invs}
         states = [free_state(sysm, params, "k0")]
@@ -458,13 +464,8 @@ class KInduction:
         CONSEQUENCE_MS (or `--timeout`, if less) derives nothing: the step query is asked."""
         if self._one_state is None:
             sysm = self.system
-            params, cons = unbounded_params(sysm)
-            solver = z3.Solver()
-            solver.add(*cons)
+            solver, params = _parameter_solver(sysm, "one.p.")
             x = sysm.ctx(Symbolic(0, prefix="one."), params)
-            ok = sysm.params_ok(x)
-            if ok is not True:
-                solver.add(ok)
             st = free_state(sysm, params, "one")
             invs = self._invariants()
             on = {n: z3.Bool(f"one.on.{n}") for n, _ in invs}  # assumed
