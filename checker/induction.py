@@ -469,10 +469,12 @@ class KInduction:
             st = free_state(sysm, params, "one")
             invs = self._invariants()
             on = {n: z3.Bool(f"one.on.{n}") for n, _ in invs}  # assumed
-            neg = {n: z3.Bool(f"one.neg.{n}") for n, _ in invs}  # asked to fail
+            neg = {n: z3.Bool(f"one.neg.{n}") for n in self.props}  # asked to fail (properties only)
             for n, fn in invs:
                 t = _term(fn(x, st))
-                solver.add(z3.Implies(on[n], t), z3.Implies(neg[n], z3.Not(t)))
+                solver.add(z3.Implies(on[n], t))
+                if n in neg:
+                    solver.add(z3.Implies(neg[n], z3.Not(t)))
             solver.add(*x.ops.constraints)
             self._one_state = (solver, on, neg)
         solver, on, neg = self._one_state
