@@ -57,16 +57,24 @@ def _cli_args(fix: str, mutants: list[str]) -> list[str]:
     return ["check", "--without", fix, *[a for m in mutants for a in ("--mutant", m)]]
 
 
-def bug_cold(fix: str, mutants: list[str], budget_s: float) -> dict[str, Any]:
-    """`kvmc check --without FIX` in a fresh process (interpreter start, imports, z3, the check)."""
+def cli_json(args: list[str], budget_s: float) -> tuple[Any, float, float]:
+    """`kvmc ARGS --json` in a fresh process (interpreter start, imports, z3, the check): (the
+    completed process, or None when it ran past `budget_s`; wall s; CPU s of the child)."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "checker.cli", *_cli_args(fix, mutants), "--json", "--no-progress", "--out", out]
+        cmd = [sys.executable, "-m", "checker.cli", *args, "--json", "--no-progress", "--out", out]
         t0, c0 = time.perf_counter(), _child_cpu()
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s, cwd=ROOT, env=_env())
         except subprocess.TimeoutExpired:
-            return {"cold_s": None, "note": f"no answer within {budget_s:.0f} s"}
-        wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
+            r = None
+        return r, time.perf_counter() - t0, _child_cpu() - c0
+
+
+def bug_cold(fix: str, mutants: list[str], budget_s: float) -> dict[str, Any]:
+    """`kvmc check --without FIX` in a fresh process."""
+    r, wall, cpu = cli_json(_cli_args(fix, mutants), budget_s)
+    if r is None:
+        return {"cold_s": None, "note": f"no answer within {budget_s:.0f} s"}
     if r.returncode != 1:
         return {"cold_s": wall, "note": f"exit {r.returncode}, expected 1: {r.stderr.strip()[-200:]}"}
     rep = json.loads(r.stdout)

@@ -10,13 +10,9 @@ Each run has a wall-clock budget; one that does not finish is reported so, never
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import tempfile
-import time
 from typing import Any
 
-from bench.bmc import ROOT, _child_cpu, _env, quick_mode
+from bench.bmc import cli_json, quick_mode
 
 CONFIGS = ["hybrid_swa", "paged"]
 QUICK_CONFIGS = ["small"]
@@ -25,14 +21,9 @@ BUDGET_S = 900.0
 
 
 def plain_check(config: str, budget_s: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "checker.cli", "check", "--config", config, "--json", "--no-progress", "--out", out]
-        t0, c0 = time.perf_counter(), _child_cpu()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s, cwd=ROOT, env=_env())
-        except subprocess.TimeoutExpired:
-            return {"config": config, "wall_s": None, "note": f"no answer within {budget_s:.0f} s"}
-        wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
+    r, wall, cpu = cli_json(["check", "--config", config], budget_s)
+    if r is None:
+        return {"config": config, "wall_s": None, "note": f"no answer within {budget_s:.0f} s"}
     if r.returncode not in (0, 3):
         return {"config": config, "wall_s": wall, "note": f"exit {r.returncode}: {r.stderr.strip()[-200:]}"}
     rep = json.loads(r.stdout)
