@@ -312,6 +312,9 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 extra += f", {cached} of {asked} step queries from the proof cache"
             if local:
                 extra += f", {local} of {asked} closed by a local query (the sub-steps up to theirs)"
+            used = sorted({n for a in tries for n, why in (a.get("pass_invariants") or {}).items() if not why})
+            if used:
+                extra += f", pass invariant {', '.join(used)} proved at its checkpoints and asserted in the step queries"
         out.append(f"config {c.config}  [{c.seconds:.1f}s{extra}]")
         for r in c.results.values():
             w = r.words()

@@ -43,10 +43,11 @@ from model.ops import Concrete, Symbolic
 from model.state import BATCH_NAMES, BOOL_FIELDS, FIELD_NAMES, ROOT, STATUS_NAMES, State
 from model.system import System
 from specs.lemmas import LEMMAS
+from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
 from . import proof_cache
-from .cone import Cone, state_symbols
+from .cone import Cone, ghost_symbols, state_symbols
 from .bmc import BMC
 from .encode import ModelOracle, _freshen, eval_params, eval_state
 from .trace import Step, Trace, first_difference
@@ -138,6 +139,8 @@ class HoudiniResult:
     # property -> the candidates it follows from at one state (`KInduction._consequences`): its
     # step query is not asked
     derived: dict[str, list[str]] = field(default_factory=dict)
+    # pass invariant -> "" if proved for the step (and asserted in its queries), else why not
+    pass_invariants: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -162,6 +165,9 @@ LOCAL_MS = 30_000
 # hybrid_swa_hicache `busy_check_sound` follows from `conservation` and the lemmas in about 8 s,
 # where its step query took 4,080 s of case splits
 CONSEQUENCE_MS = 60_000
+# one link of a pass invariant's proof (`KInduction._prove_pass_invariants`): on
+# hybrid_swa_hicache, `admitted_fit` after the first admission took 56-70 s, after the second 25 s
+PASS_MS = 300_000
 SKIP_AFTER = 8  # answers at a level before it may be skipped
 SKIP_UNKNOWN = 0.8  # ... when at least this share of them were unknown (a few infeasible cases answer at once)
 
@@ -171,6 +177,37 @@ class FirstBreak(NamedTuple):
     names: list[str]
     states: list[State]  # E_0 (the state before the step) and each checkpoint's state that changed
     ends: list[int | None]  # per case, the index in `states` its sub-step ends at (None: no checkpoint)
+    index: dict[str, int]  # checkpoint label -> the index in `states` of its state
+
+
+class CheckpointStates(NamedTuple):
+    states: list[State]  # E_0 (the state before the step) and each checkpoint's state that changed
+    labels: list[str]
+    taken: list[Any]  # the path condition each was reached under
+    index: dict[str, int]  # every checkpoint's label -> the index of its state in `states`
+
+
+def checkpoint_states(pre: State, checkpoints: list[tuple[str, Any, State]]) -> CheckpointStates:
+    """The states along the last step: the one before it, then each checkpoint's where it changed."""
+    states_at, labels, taken = [pre], ["before the step"], [True]
+    index: dict[str, int] = {}
+    for label, cond, st in checkpoints:
+        if not all(getattr(st, f) is getattr(states_at[-1], f) for f in FIELD_NAMES):
+            states_at.append(st)
+            labels.append(label)
+            taken.append(cond)
+        index[label] = len(states_at) - 1  # (a sub-step that changed nothing on any path shares the one before)
+    return CheckpointStates(states_at, labels, taken, index)
+
+
+def named_symbols(cs: CheckpointStates, ghosts: dict[str, Any]) -> list[set[int]]:
+    """Per state of `cs`, the ids of the symbols that name it, and the ghost values recorded there
+    (`x.ghost`): a local query (checker/cone.py) cuts a ghost's definition where it cuts its state's."""
+    named = [state_symbols(st, FIELD_NAMES) for st in cs.states]
+    for label, g in ghosts.items():
+        if label in cs.index:
+            named[cs.index[label]] |= ghost_symbols(g)
+    return named
 
 
 def first_break(system: System, params: Params, states: list[State], goal: Any,
@@ -197,13 +234,8 @@ def first_break(system: System, params: Params, states: list[State], goal: Any,
     if len(final) != len(parts) or not all(z3.is_expr(f) and f.eq(g) for f, g in zip(final, parts)):
         return None
     xm = system.ctx(Symbolic(k, prefix="mid."), params)
-    states_at, labels, taken = [pre], ["before the step"], [True]
-    for label, cond, st in checkpoints:
-        if all(getattr(st, f) is getattr(states_at[-1], f) for f in FIELD_NAMES):
-            continue  # the sub-step changed nothing on any path
-        states_at.append(st)
-        labels.append(label)
-        taken.append(cond)
+    cs = checkpoint_states(pre, checkpoints)
+    states_at, labels, taken = cs.states, cs.labels, cs.taken
     inner = [conjuncts(xm, e, True) for e in states_at]
     if xm.ops.constraints or any(len(c) != len(final) for c in inner):
         return None
@@ -228,7 +260,7 @@ def first_break(system: System, params: Params, states: list[State], goal: Any,
         cases.append(z3.And(at, z3.Not(final[j])))
         names.append(f"conjunct {j + 1} first fails after the step's last checkpoint")
         ends.append(None)
-    return FirstBreak(cases, names, states_at, ends)
+    return FirstBreak(cases, names, states_at, ends, cs.index)
 
 
 FIRST_BREAK = "goal conjunct x first sub-step that breaks it"
@@ -334,16 +366,20 @@ class KInduction:
         self.progress = progress  # told what each step-case query is about (before it runs, or its answer)
         self.workers = workers  # processes that ask a split query's cases
         self.checkpoints: list[tuple[str, Any, State]] = []  # the encoded last step's (`_encode`)
+        self.ghosts: dict[str, Any] = {}  # ... and its ghost values by checkpoint label
         self._one_state: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (`_consequences`)
+        self._pass_proofs: dict[frozenset[str], dict[str, str]] = {}  # (`_prove_pass_invariants`)
 
     def _invariants(self) -> list[tuple[str, Any]]:
         out = [(p, PROPERTIES[p].holds) for p in self.props]
         out += [(f"lemma:{n}", LEMMAS[n].holds) for n in self.lemmas]
         return out
 
-    def _encode(self, k: int) -> tuple[Any, Params, list[State], dict[str, Any], dict[str, Any]]:
+    def _encode(self, k: int, facts: tuple[str, ...] = ()) -> tuple[Any, Params, list[State], dict[str, Any], dict[str, Any]]:
         """k transitions from a free state; each candidate n is assumed on states 0..k-1 under its
-        indicator literal, and the goal is that some active candidate fails at state k."""
+        indicator literal, and the goal is that some active candidate fails at state k. `facts`:
+        pass invariants proved for this step (`_prove_pass_invariants`), asserted at their
+        checkpoints of the last step."""
         sysm = self.system
         solver, params = _parameter_solver(sysm, "ind.")
         if self.timeout_ms:
@@ -366,6 +402,9 @@ class KInduction:
             solver.add(*x.ops.constraints)
             solver.add(*step_cons)
             self.checkpoints = x.ops.checkpoints  # the last step's (`first_break`)
+            self.ghosts = x.ops.ghosts
+        for name in facts:
+            solver.add(*self._pass_links(name, params))
         xk = sysm.ctx(Symbolic(k, prefix="goal."), params)
         goals = {n: _term(fn(xk, states[k])) for n, fn in invs}
         solver.add(*xk.ops.constraints)
@@ -451,6 +490,65 @@ class KInduction:
         res.seconds = time.perf_counter() - t0
         return res
 
+    def _pass_links(self, name: str, params: Params) -> list[Any]:
+        """Pass invariant `name` at each of its checkpoints of the last encoded step, in the order
+        the step reaches them: `path condition => body(state, ghost)` (specs/pass_invariants.py)."""
+        inv = PASS_INVARIANTS[name]
+        x = self.system.ctx(Symbolic(0, prefix=f"pass.{name}."), params)
+        out = []
+        for label, cond, st in self.checkpoints:
+            g = self.ghosts.get(label)
+            if g is None or label.rsplit(".", 1)[-1].split("[", 1)[0] != inv.ghost:
+                continue
+            out.append(z3.Implies(_term(cond), _term(inv.body(x, st, g))))
+        return [*out, *x.ops.constraints] if out else []
+
+    def _prove_pass_invariants(self, k: int, active: list[str]) -> dict[str, str]:
+        """Which pass invariants hold at every one of their checkpoints of the step, from states
+        where the active candidates hold: name -> "" when proved, else why not. Link by link
+        (specs/pass_invariants.py): at the first checkpoint from the state before the step, at
+        each later one from the one before, each a local query (checker/cone.py) over the sub-steps
+        up to it. Every link unsat: each link is implied by the step query's own assertions, so
+        asserting them (`_encode`'s `facts`) removes no model of it. Cached per active set."""
+        key = frozenset(active)
+        if key in self._pass_proofs:
+            return self._pass_proofs[key]
+        out: dict[str, str] = {}
+        solver, params, states, _goals, acts = self._encode(k)
+        cs = checkpoint_states(states[-2], self.checkpoints)
+        cone = Cone(solver.assertions(), named_symbols(cs, self.ghosts))
+        assume = [acts[c] if c in active else z3.Not(acts[c]) for c in acts]
+        ms = PASS_MS  # not `--timeout`, a step case's: the plain check's 60 s would cut the first link off
+        for name, inv in PASS_INVARIANTS.items():
+            links = self._pass_links(name, params)
+            at = [label for label, _c, _s in self.checkpoints if label in self.ghosts
+                  and label.rsplit(".", 1)[-1].split("[", 1)[0] == inv.ghost]
+            if not at:
+                continue
+            t0 = time.perf_counter()
+            extra = links[len(at):]  # the constraints of their terms
+            why = ""
+            for j, label in enumerate(at):
+                case = z3.And(z3.Not(links[j]), *(links[j - 1:j] if j else []), *extra)
+                i = cs.index[label]
+                q = z3.Solver()
+                q.set("timeout", ms)
+                q.add(*cone.query(case, i, back=i))
+                r = q.check(*assume)
+                if r != z3.unsat:
+                    why = f"{'unknown after ' + str(ms // 1000) + ' s' if r == z3.unknown else 'fails'} at {label}"
+                    break
+            out[name] = why
+            if self.progress:
+                self.progress(f"k={k}: pass invariant {name} " + (f"not proved ({why}): not used" if why else
+                              f"proved at {', '.join(at)} ({time.perf_counter() - t0:.1f} s): asserted in the step queries"))
+        self._pass_proofs[key] = out
+        return out
+
+    def facts_for(self, active: list[str]) -> tuple[str, ...]:
+        """The pass invariants proved for the active set (`_prove_pass_invariants`)."""
+        return tuple(n for n, why in self._pass_proofs.get(frozenset(active), {}).items() if not why)
+
     def _consequences(self, active: list[str]) -> dict[str, list[str]]:
         """The active properties that hold in *every* state where the other active candidates hold
         (one state, no transition: `busy_check_sound` follows from `conservation` and the lemmas,
@@ -502,6 +600,8 @@ class KInduction:
         for p, premises in res.derived.items():
             if self.progress:
                 self.progress(f"k={k}: {p} follows from {', '.join(premises)} at one state: its step is not asked")
+        if any(n not in res.derived for n in active if n in self.props):
+            res.pass_invariants = self._prove_pass_invariants(k, active)
         for n in active:
             if n in res.derived:
                 continue
@@ -723,7 +823,7 @@ class _CaseQuery:
         return self.full if self.last(path) else min(self.full, SPLIT_AFTER_MS)
 
     def _fresh(self) -> None:
-        self.solver, self.params, self.states, self.goals, self.acts = self.ind._encode(self.k)
+        self.solver, self.params, self.states, self.goals, self.acts = self.ind._encode(self.k, self.ind.facts_for(self.active))
         self.asked = 0  # queries answered by this solver
 
     def last(self, path: tuple[int, ...]) -> bool:
@@ -800,7 +900,8 @@ class _CaseQuery:
         assert fb is not None
         end = fb.ends[path[0]]
         if self._cone is None:
-            self._cone = Cone(self.solver.assertions(), [state_symbols(st, FIELD_NAMES) for st in fb.states])
+            cs = CheckpointStates(fb.states, [], [], fb.index)
+            self._cone = Cone(self.solver.assertions(), named_symbols(cs, self.ind.ghosts))
         queries = [(self._cone.query(cases[0], end), min(self.full, LOCAL_MS))] if len(path) == 1 else []
         if end is not None:
             prefix = self._cone.query(z3.And(*cases), end, back=end)
@@ -899,7 +1000,8 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
                              "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached, "local": h.local, "skipped": h.skipped,
-                             "derived": h.derived or None, "seconds": round(h.seconds, 2)})
+                             "derived": h.derived or None, "pass_invariants": h.pass_invariants or None,
+                             "seconds": round(h.seconds, 2)})
             for p in h.proved:
                 proved[p] = k
                 lemma_of[p] = h.lemmas

@@ -121,7 +121,7 @@ def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: in
     failed = [p for p in props if p not in h.proved]
     return dict(k=1, closed=not failed, unknown=bool(h.unknown), failed=failed, proved=list(h.proved),
                 lemmas=list(h.lemmas), queries=h.queries, split_cases=h.split_cases, cached=h.cached, local=h.local, skipped=h.skipped,
-                derived=h.derived or None, seconds=round(h.seconds, 2))
+                derived=h.derived or None, pass_invariants=h.pass_invariants or None, seconds=round(h.seconds, 2))
 
 
 def _houdini_child(conn: Any, *args: Any) -> None:

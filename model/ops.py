@@ -89,6 +89,12 @@ class Ops(ChoiceScope):
         first breaks a ledger (checker/induction.py, "first sub-step")."""
         return s
 
+    def ghost(self, label: str, v: Any) -> Any:
+        """A value that lives only inside an iteration (the PrefillAdder's pass state), at the
+        checkpoint `label` just marked: returns `v`; the symbolic interpretation names it like the
+        state there and records it, for the invariants of a pass (specs/pass_invariants.py)."""
+        return v
+
     # helpers written in terms of the primitives; identical in both interpretations
     def implies(self, a: Any, b: Any) -> Any:
         return self.or_(self.not_(a), b)
@@ -140,13 +146,20 @@ class Concrete(Ops):
         super().__init__()
         self.oracle: Oracle = oracle if oracle is not None else FirstChoice()
         self.picks: dict[str, int | bool] = {}
-        # set to a list to record (label, state) at each checkpoint the step passes (tests)
+        # set to a list to record (label, state) at each checkpoint the step passes (tests), and
+        # the ghost values given there (label -> value)
         self.checkpoints: list[tuple[str, Any]] | None = None
+        self.ghosts: dict[str, Any] = {}
 
     def checkpoint(self, label: str, s: Any) -> Any:
         if self.checkpoints is not None and self._active():
             self.checkpoints.append((self.qualify(label), s))
         return s
+
+    def ghost(self, label: str, v: Any) -> Any:
+        if self.checkpoints is not None and self._active():
+            self.ghosts[self.qualify(label)] = v
+        return v
 
     def ite(self, c: Any, a: Any, b: Any) -> Any:
         return a if c else b
@@ -229,6 +242,7 @@ class Symbolic(Ops):
         self._lets = 0
         # (label, path condition, state) in the order the step reached them (`checkpoint`)
         self.checkpoints: list[tuple[str, Any, Any]] = []
+        self.ghosts: dict[str, Any] = {}  # checkpoint label -> its ghost value (`ghost`)
         self.name_checkpoints = name_checkpoints
 
     # -- constants --------------------------------------------------------------------------
@@ -373,6 +387,14 @@ class Symbolic(Ops):
             s = s.map_terms(lambda f, v: self.let(f"{label}.{f}", v))
         self.checkpoints.append((self.qualify(label), cond, s))
         return s
+
+    def ghost(self, label: str, v: Any) -> Any:
+        if self._path_cond() is False:
+            return v
+        if self.name_checkpoints:  # named, so that the rest of the step reads the names
+            v = v.map_terms(lambda f, e: self.let(f"{label}.ghost.{f}", e))
+        self.ghosts[self.qualify(label)] = v
+        return v
 
     def let(self, name: str, v: Any) -> Any:
         """Name an intermediate value with a fresh symbol (keeps terms small for the solver)."""

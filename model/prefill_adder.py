@@ -67,6 +67,16 @@ class Adder:
                 out[k] = ops.ite(c, a, b)
         return Adder(**out)
 
+    def map_terms(self, fn: Any) -> "Adder":
+        """Every value through `fn(name, value)` (`field` or `field[i]`); None stays None."""
+        out: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            if isinstance(v, tuple):
+                out[k] = tuple(fn(f"{k}[{i}]", e) for i, e in enumerate(v))
+            else:
+                out[k] = v if v is None else fn(k, v)
+        return Adder(**out)
+
     def any_admitted(self, x: Ctx) -> Any:
         return x.or_(*self.can_run)
 

@@ -222,6 +222,7 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
 
         s, ad = x.branch(consider, try_admit, lambda: (s, ad))
         s = x.checkpoint(f"admitted[{r}]", s)
+        ad = x.ghost(f"admitted[{r}]", ad)
     return s, ad
 
 

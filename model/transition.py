@@ -159,6 +159,7 @@ class Ctx:
         self.assume = ops.assume
         self.let = ops.let
         self.checkpoint = ops.checkpoint
+        self.ghost = ops.ghost
         self.scope = ops.scope
         self.path = ops.path
         self.shape: TreeShape = _shape_of(cfg)  # an attribute, not a property: read thousands of times a step
