@@ -166,7 +166,7 @@ LOCAL_MS = 30_000
 # where its step query took 4,080 s of case splits
 CONSEQUENCE_MS = 60_000
 # one link of a pass invariant's proof (`KInduction._prove_pass_invariants`): on
-# hybrid_swa_hicache, `admitted_fit` after the first admission took 56-70 s, after the second 25 s
+# hybrid_swa_hicache, `admitted_fit`'s two links took 95 s (probes: 56 s after the first admission, 25 s after the second)
 PASS_MS = 300_000
 SKIP_AFTER = 8  # answers at a level before it may be skipped
 SKIP_UNKNOWN = 0.8  # ... when at least this share of them were unknown (a few infeasible cases answer at once)

@@ -10,19 +10,15 @@ shown to name the sub-step that leaks (proofs through the split: tests/engines/t
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import z3
 
 from checker.induction import FIRST_BREAK, KInduction, case_splits, first_break
 from model.designs import PRESETS, Design
-from model.ops import Concrete, Infeasible
-from model.state import OOM_NONE
 from model.system import System
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
-from tests.replay.walk import RandomOracle, pick_params
+from tests.replay.walk import checkpoint_walks
 
 conjuncts = PROPERTIES["conservation"].conjuncts
 split_by_sub_step = {n: p.conjuncts for n, p in PROPERTIES.items() if p.conjuncts and n != "conservation"}
@@ -34,31 +30,16 @@ def test_the_inner_ledger_is_exact_at_every_checkpoint(config: str) -> None:
     system = System(cfg, PRESETS["current"])
     seen: set[str] = set()
     steps = 0
-    for seed in range(12):
-        rng = random.Random(seed)
-        p = pick_params(cfg, rng)
-        if not system.params_ok(system.ctx(Concrete(), p)):
-            continue
-        s = system.init(system.ctx(Concrete(), p))
-        for t in range(40):
-            if s.oom != OOM_NONE:
-                break
-            ops = Concrete(RandomOracle(rng, rng.choice((0.3, 0.5, 0.8))))
-            ops.checkpoints = []
-            x = system.ctx(ops, p)
-            try:
-                s2 = system.step(x, s)
-            except Infeasible:
-                continue
-            for label, st in ops.checkpoints:
-                assert all(conjuncts(x, st, True)), f"inner ledger off at {label!r}, step {t} of seed {seed} on {config}"
-                for name, read in split_by_sub_step.items():  # the OOM flags: set once, at the failing allocation
-                    assert all(read(x, st, True)) or not all(read(x, s2, False)), f"{name} off at {label!r}, step {t}"
-                seen.add(label)
-            # at an iteration's end both readings agree
-            for read in (conjuncts, *split_by_sub_step.values()):
-                assert read(x, s2, True) == read(x, s2, False), (config, seed, t)
-            s, steps = s2, steps + 1
+    for seed, t, x, ops, s2 in checkpoint_walks(system, 12):
+        for label, st in ops.checkpoints:
+            assert all(conjuncts(x, st, True)), f"inner ledger off at {label!r}, step {t} of seed {seed} on {config}"
+            for name, read in split_by_sub_step.items():  # the OOM flags: set once, at the failing allocation
+                assert all(read(x, st, True)) or not all(read(x, s2, False)), f"{name} off at {label!r}, step {t}"
+            seen.add(label)
+        # at an iteration's end both readings agree
+        for read in (conjuncts, *split_by_sub_step.values()):
+            assert read(x, s2, True) == read(x, s2, False), (config, seed, t)
+        steps += 1
     assert steps > 100, steps
     assert {"received", "admitted[0]", "prefill.allocated for extend", "prefill.prefill result[0]",
             "iteration done"} <= seen, sorted(seen)

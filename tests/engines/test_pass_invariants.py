@@ -10,51 +10,31 @@ asserted; and a proved one is asserted in the step query at each of its checkpoi
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import z3
 
 from checker.induction import KInduction
 from model.designs import PRESETS
-from model.ops import Concrete, Infeasible, Symbolic
-from model.state import OOM_NONE
+from model.ops import Symbolic
 from model.system import System
 from specs import pass_invariants as pi
 from specs.configs import CONFIGS
 from specs.lemmas import LEMMAS
-from tests.replay.walk import RandomOracle, pick_params
+from tests.replay.walk import checkpoint_walks
 
 ACTIVE = ["no_prefill_oom"] + [f"lemma:{n}" for n in LEMMAS]
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_admitted_fit_holds_at_every_admission_of_random_walks(config: str) -> None:
-    cfg = CONFIGS[config]
-    system = System(cfg, PRESETS["current"])
+    system = System(CONFIGS[config], PRESETS["current"])
     checked = admitted = 0
-    for seed in range(40):
-        rng = random.Random(seed)
-        p = pick_params(cfg, rng)
-        if not system.params_ok(system.ctx(Concrete(), p)):
-            continue
-        s = system.init(system.ctx(Concrete(), p))
-        for t in range(40):
-            if s.oom != OOM_NONE:
-                break
-            ops = Concrete(RandomOracle(rng, rng.choice((0.3, 0.5, 0.8))))
-            ops.checkpoints = []
-            x = system.ctx(ops, p)
-            try:
-                s2 = system.step(x, s)
-            except Infeasible:
-                continue
-            states = dict(ops.checkpoints)
-            for label, ad in ops.ghosts.items():
-                assert pi.admitted_fit(x, states[label], ad), f"admitted_fit false at {label!r}, step {t} of seed {seed}"
-                checked += 1
-                admitted += any(ad.can_run)
-            s = s2
+    for seed, t, x, ops, _after in checkpoint_walks(system, 40):
+        states = dict(ops.checkpoints)
+        for label, ad in ops.ghosts.items():
+            assert pi.admitted_fit(x, states[label], ad), f"admitted_fit false at {label!r}, step {t} of seed {seed}"
+            checked += 1
+            admitted += any(ad.can_run)
     assert checked > 50 and admitted > 10, (checked, admitted)
 
 

@@ -9,7 +9,7 @@ choices, so every recorded step is one the model allows.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Iterator
 
 from checker.trace import Step, Trace
 from model.config import Config, concrete_params, enumerate_params
@@ -48,6 +48,29 @@ def pick_params(cfg: Config, rng: random.Random, wide: bool = True) -> Any:
     for n in WARM_PARAMS:
         vals[n] = tuple(draw(n) for _ in range(cfg.warm_atoms))
     return concrete_params(cfg, **vals)
+
+
+def checkpoint_walks(system: System, seeds: int, steps: int = 40) -> Iterator[tuple[int, int, Any, Concrete, Any]]:
+    """Random walks from `seeds` parameter points, each step recording its checkpoints (and the
+    ghost values given there): yields (seed, step, ctx, its ops, the state after the step). A step
+    whose choices the model rejects is skipped; a walk ends at an allocation failure."""
+    for seed in range(seeds):
+        rng = random.Random(seed)
+        p = pick_params(system.cfg, rng)
+        if not system.params_ok(system.ctx(Concrete(), p)):
+            continue
+        s = system.init(system.ctx(Concrete(), p))
+        for t in range(steps):
+            if s.oom != OOM_NONE:
+                break
+            ops = Concrete(RandomOracle(rng, rng.choice((0.3, 0.5, 0.8))))
+            ops.checkpoints = []
+            x = system.ctx(ops, p)
+            try:
+                s = system.step(x, s)
+            except Infeasible:
+                continue
+            yield seed, t, x, ops, s
 
 
 def random_walk(cfg: Config, design: Design, steps: int, seed: int, params: Any = None, tries: int = 60) -> Trace:
