@@ -1,6 +1,6 @@
 """The `kvmc` command line.
 
-    kvmc list                 designs, fixes, properties, lemmas, configs, transitions, mutants
+    kvmc list                 designs, fixes, properties, lemmas, pass invariants, configs, transitions, mutants
     kvmc check                model-check a design (BMC, then a 1-induction proof when it closes)
     kvmc show FILE            print a counterexample's step table
 
@@ -22,6 +22,7 @@ from model.designs import FIXES, PRESETS, SGLANG_COMMIT, Design
 from model.transition import REGISTRY
 from specs.configs import CONFIGS
 from specs.lemmas import LEMMAS
+from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
 from .verdict import EXIT_USAGE, Verdict, exit_code
@@ -109,6 +110,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                            "variants": list(f.variants), "off": f.off} for f in FIXES.values()},
         "properties": {p.name: p.meaning for p in PROPERTIES.values()},
         "lemmas": {n: lm.meaning for n, lm in LEMMAS.items()},
+        "pass_invariants": {n: pi.meaning for n, pi in PASS_INVARIANTS.items()},
         "configs": {c.name: c.doc for c in CONFIGS.values()},
         "transitions": {t.name: {"models": t.models, "modifies": list(t.modifies), "doc": t.doc} for t in REGISTRY.values()},
         "mutants": {n: (m.__doc__ or "").strip().splitlines()[0] for n, m in mutants.items()},
@@ -134,6 +136,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("\nlemmas (checked, then assumed):")
     for n, lm in LEMMAS.items():
         print(f"  {n:20s} {lm.meaning}")
+    print("\npass invariants (at checkpoints inside an iteration; proved for each step, then asserted):")
+    for n, pi in PASS_INVARIANTS.items():
+        print(f"  {n:20s} {pi.meaning}")
     print("\ntransitions (each models one SGLang method):")
     for t in REGISTRY.values():
         print(f"  {t.name:30s} {t.models}")

@@ -60,6 +60,7 @@ def test_list_names_every_design_fix_property_config(capsys: pytest.CaptureFixtu
     assert set(data["fixes"]) == set(FIXES)
     assert set(data["properties"]) == set(PROPERTIES)
     assert set(data["configs"]) == set(CONFIGS)
+    assert set(data["pass_invariants"]) == {"admitted_fit"}
     for name in ("add_one_req", "add_chunked_req", "init_load_back", "restore_to_req", "save_from_req",
                  "retract_decode", "check_decode_mem", "_evict_swa", "release_kv_cache", "eagle_decode_step"):
         assert name in data["transitions"], name
