@@ -22,8 +22,8 @@ def unknown_through(monkeypatch: pytest.MonkeyPatch, level: int, asked: dict[str
     `asked["n"]` counts the checks."""
     real_encode = KInduction._encode
 
-    def encode(self: KInduction, k: int) -> Any:
-        out = real_encode(self, k)
+    def encode(self: KInduction, k: int, *facts: Any) -> Any:
+        out = real_encode(self, k, *facts)
         return (_Planted(out[0], level, asked),) + tuple(out[1:])
 
     monkeypatch.setattr(KInduction, "_encode", encode)

@@ -126,8 +126,8 @@ def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest
     real_encode = KInduction._encode
     calls = {"n": 0}
 
-    def encode_first_unknown(self: KInduction, k: int) -> Any:
-        out = real_encode(self, k)
+    def encode_first_unknown(self: KInduction, k: int, *facts: Any) -> Any:
+        out = real_encode(self, k, *facts)
         calls["n"] += 1
         if calls["n"] == 1:  # the joint query's solver answers unknown
             solver = out[0]
@@ -166,8 +166,8 @@ def test_the_joint_query_is_capped_when_candidates_can_be_split(split: bool, mon
     limits: list[int] = []
     real_encode = KInduction._encode
 
-    def recording(self: KInduction, k: int) -> Any:
-        out = real_encode(self, k)
+    def recording(self: KInduction, k: int, *facts: Any) -> Any:
+        out = real_encode(self, k, *facts)
         solver = out[0]
 
         class Recording:
