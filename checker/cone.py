@@ -107,13 +107,3 @@ def state_symbols(state: Any, fields: Iterable[str]) -> set[int]:
                 out.add(e.get_id())
     return out
 
-
-def ghost_symbols(value: Any) -> set[int]:
-    """Ids of the symbols a named ghost value (model/ops.py, `ghost`: the PrefillAdder's pass
-    state) is made of."""
-    out: set[int] = set()
-    for v in value.__dict__.values():
-        for e in v if isinstance(v, tuple) else (v,):
-            if z3.is_expr(e) and _symbol(e):
-                out.add(e.get_id())
-    return out

@@ -47,7 +47,7 @@ from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
 from . import proof_cache
-from .cone import Cone, ghost_symbols, state_symbols
+from .cone import Cone, state_symbols
 from .bmc import BMC
 from .encode import ModelOracle, _freshen, eval_params, eval_state
 from .trace import Step, Trace, first_difference
@@ -200,13 +200,14 @@ def checkpoint_states(pre: State, checkpoints: list[tuple[str, Any, State]]) -> 
     return CheckpointStates(states_at, labels, taken, index)
 
 
-def named_symbols(cs: CheckpointStates, ghosts: dict[str, Any]) -> list[set[int]]:
-    """Per state of `cs`, the ids of the symbols that name it, and the ghost values recorded there
-    (`x.ghost`): a local query (checker/cone.py) cuts a ghost's definition where it cuts its state's."""
-    named = [state_symbols(st, FIELD_NAMES) for st in cs.states]
+def named_symbols(states: list[State], index: dict[str, int], ghosts: dict[str, Any]) -> list[set[int]]:
+    """Per state of `states` (`checkpoint_states`), the ids of the symbols that name it, and those
+    of the ghost values recorded there (`x.ghost`): a local query (checker/cone.py) cuts a ghost's
+    definition where it cuts its state's."""
+    named = [state_symbols(st, FIELD_NAMES) for st in states]
     for label, g in ghosts.items():
-        if label in cs.index:
-            named[cs.index[label]] |= ghost_symbols(g)
+        if label in index:
+            named[index[label]] |= state_symbols(g, vars(g))
     return named
 
 
@@ -490,17 +491,20 @@ class KInduction:
         res.seconds = time.perf_counter() - t0
         return res
 
+    def _pass_points(self, name: str) -> list[tuple[str, Any, State, Any]]:
+        """(label, path condition, state, ghost) of each checkpoint of the last encoded step that
+        pass invariant `name` is read at, in the order the step reaches them."""
+        kind = PASS_INVARIANTS[name].ghost
+        return [(label, cond, st, self.ghosts[label]) for label, cond, st in self.checkpoints
+                if label in self.ghosts and label.rsplit(".", 1)[-1].split("[", 1)[0] == kind]
+
     def _pass_links(self, name: str, params: Params) -> list[Any]:
-        """Pass invariant `name` at each of its checkpoints of the last encoded step, in the order
-        the step reaches them: `path condition => body(state, ghost)` (specs/pass_invariants.py)."""
-        inv = PASS_INVARIANTS[name]
+        """Pass invariant `name` at each of its checkpoints (`_pass_points`):
+        `path condition => body(state, ghost)` (specs/pass_invariants.py), then the constraints
+        their terms made."""
         x = self.system.ctx(Symbolic(0, prefix=f"pass.{name}."), params)
-        out = []
-        for label, cond, st in self.checkpoints:
-            g = self.ghosts.get(label)
-            if g is None or label.rsplit(".", 1)[-1].split("[", 1)[0] != inv.ghost:
-                continue
-            out.append(z3.Implies(_term(cond), _term(inv.body(x, st, g))))
+        body = PASS_INVARIANTS[name].body
+        out = [z3.Implies(_term(cond), _term(body(x, st, g))) for _label, cond, st, g in self._pass_points(name)]
         return [*out, *x.ops.constraints] if out else []
 
     def _prove_pass_invariants(self, k: int, active: list[str]) -> dict[str, str]:
@@ -516,13 +520,12 @@ class KInduction:
         out: dict[str, str] = {}
         solver, params, states, _goals, acts = self._encode(k)
         cs = checkpoint_states(states[-2], self.checkpoints)
-        cone = Cone(solver.assertions(), named_symbols(cs, self.ghosts))
+        cone = Cone(solver.assertions(), named_symbols(cs.states, cs.index, self.ghosts))
         assume = [acts[c] if c in active else z3.Not(acts[c]) for c in acts]
         ms = PASS_MS  # not `--timeout`, a step case's: the plain check's 60 s would cut the first link off
-        for name, inv in PASS_INVARIANTS.items():
+        for name in PASS_INVARIANTS:
             links = self._pass_links(name, params)
-            at = [label for label, _c, _s in self.checkpoints if label in self.ghosts
-                  and label.rsplit(".", 1)[-1].split("[", 1)[0] == inv.ghost]
+            at = [label for label, _c, _s, _g in self._pass_points(name)]
             if not at:
                 continue
             t0 = time.perf_counter()
@@ -900,8 +903,7 @@ class _CaseQuery:
         assert fb is not None
         end = fb.ends[path[0]]
         if self._cone is None:
-            cs = CheckpointStates(fb.states, [], [], fb.index)
-            self._cone = Cone(self.solver.assertions(), named_symbols(cs, self.ind.ghosts))
+            self._cone = Cone(self.solver.assertions(), named_symbols(fb.states, fb.index, self.ind.ghosts))
         queries = [(self._cone.query(cases[0], end), min(self.full, LOCAL_MS))] if len(path) == 1 else []
         if end is not None:
             prefix = self._cone.query(z3.And(*cases), end, back=end)
