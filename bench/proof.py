@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench.bmc import cli_json, quick_mode
+from bench.bmc import quick_mode
+from bench.bugs import cli_json
 
 CONFIGS = ["hybrid_swa", "paged"]
 QUICK_CONFIGS = ["small"]

@@ -9,6 +9,15 @@ since every earlier depth was unsat), a failing lemma is just no longer used.
 A found model is made readable (smallest pools first, then lengths, by repeated tightening), then
 re-run through the concrete interpretation: a trace the concrete model does not follow is an
 encoding bug, raised as `TraceMismatch`, never reported as a counterexample.
+
+A `seeder` (the random engine's `seed_run`, wired by checker/run.py) may be asked for a concrete
+run of exactly t steps that breaks a property, before depth t's query, when depth t - 1's queries
+cost z3 at least `SEED_AFTER_WORK` (its deterministic `rlimit count`, about 0.1-0.2 s on a 2-core
+machine: the next depth costs several times as much, the hunt about half a second; a count, not
+a clock, so the same check finds the same counterexample on every machine). Its parameters and choices are pinned in a query of their own; that query is about one
+run, so z3 answers it at once, and the model it gives is minimised and re-run like any other: the
+counterexample is still z3's and still the shortest. A seed claims nothing else: the goals it does
+not break are asked as before, unpinned.
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ from typing import Any, Callable
 
 import z3
 
+from model.config import Params
 from model.ops import Symbolic
 from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES, Property
 
 from .encode import ModelOracle, Unrolling, eval_params, eval_state
+from .shrink import OBJECTIVE_ORDER, shrink
 from .trace import Step, Trace, TraceMismatch, run_concrete
 from .verdict import Verdict
 
@@ -47,6 +58,34 @@ class Result:
 
 
 Progress = Callable[[int, float, dict[str, str]], None]
+Seeder = Callable[[int, list[str], Callable[[], bool]], Any]  # (depth, open properties, give_up) -> Seed | None
+SEED_AFTER_WORK = 1_000_000  # z3 `rlimit count` units spent on the previous depth (0.36 s: about 3M)
+
+
+def _value(v: Any) -> Any:
+    return bool(z3.is_true(v)) if z3.is_bool(v) else v.as_long()
+
+
+def _objective_value(sym: Params, val: Params, names: tuple[str, ...]) -> int:
+    """An objective's sum (`BMC._objectives`) at a concrete point: the numbers the bounds leave open."""
+    total = 0
+    for n in names:
+        sv, cv = getattr(sym, n), getattr(val, n)
+        for s, c in (zip(sv, cv) if isinstance(sv, tuple) else [(sv, cv)]):
+            if not isinstance(s, (bool, int)):
+                total += c
+    return total
+
+
+def param_pins(sym: Params, val: Params) -> list[Any]:
+    """Equalities pinning the symbolic parameters to a concrete point."""
+    pins: list[Any] = []
+    for name, sv in sym.as_dict().items():
+        cv = getattr(val, name)
+        for s, c in (zip(sv, cv) if isinstance(sv, tuple) else [(sv, cv)]):
+            if not isinstance(s, (bool, int)):
+                pins.append(s == c)
+    return pins
 
 
 class _Abandoned(Exception):
@@ -56,8 +95,9 @@ class _Abandoned(Exception):
 class BMC:
     def __init__(self, system: System, props: list[str] | None = None, timeout_ms: int = 0, minimize: bool = True,
                  minimize_rounds: int = 12, use_lemmas: bool = True, params: tuple[Any, list[Any]] | None = None,
-                 fresh_per_depth: bool = False) -> None:
+                 fresh_per_depth: bool = False, seeder: Seeder | None = None) -> None:
         self.system = system
+        self.seeder = seeder  # see the module docstring; never with `params` (no bounds to draw from)
         self.fresh_per_depth = fresh_per_depth  # non-incremental baseline for bench/: a new solver each depth
         self.params = params  # (Params, constraints) replacing the config's bounds (induction's base case)
         self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
@@ -123,21 +163,29 @@ class BMC:
         return run.verdicts(reached, cut_short)
 
     # -- readable counterexamples -------------------------------------------------------------------
-    def _objectives(self, u: Unrolling) -> list[Any]:
-        p = u.params
-
-        def total(vals: list[Any]) -> Any:
+    def _objectives(self, u: Unrolling) -> list[tuple[tuple[str, ...], Any]]:
+        """(parameter names, their sum) per objective, in `checker/shrink.py`'s order: pools, then
+        lengths, then knobs; an objective the bounds leave constant is left out."""
+        out = []
+        for names in OBJECTIVE_ORDER:
+            vals: list[Any] = []
+            for n in names:
+                v = getattr(u.params, n)
+                vals += list(v) if isinstance(v, tuple) else [v]
             terms = [v for v in vals if not isinstance(v, (bool, int))]
-            return z3.Sum(terms) if terms else None
+            if terms:
+                out.append((names, z3.Sum(terms)))
+        return out
 
-        pools = total([p.full_tokens, p.swa_tokens, *p.warm_len, p.req_pool_size])
-        lengths = total([*p.input_len, *p.max_new_tokens])
-        knobs = total([p.sliding_window_size, p.chunked_prefill_size, p.max_prefill_tokens])
-        return [o for o in (pools, lengths, knobs) if o is not None]
-
-    def _minimize(self, solver: Any, u: Unrolling, model: Any) -> tuple[Any, bool]:
+    def _minimize(self, solver: Any, u: Unrolling, model: Any, prop: str, depth: int) -> tuple[Any, bool]:
         """Smaller numbers for a failing model, objective by objective, within `minimize_rounds`
         queries. Returns (the smallest model found, whether the solver gave up on a query).
+
+        Each objective starts, and each round goes on, from the numbers `checker/shrink.py` finds
+        for the schedule concretely (one parameter at a time, milliseconds a try, the objectives
+        already tightened left as they are), so a round ends on a local minimum instead of just
+        below the last model (#23174: 12 rounds, 7 s, lowering sums one by one, before; 5 rounds
+        after). The model returned is z3's, pinned to the numbers found at the end.
 
         The found model's choices (arrivals, evictions, tombstones, ...) stay pinned: each round
         then asks about one schedule, whose branches depend only on the numbers, instead of
@@ -147,12 +195,17 @@ class BMC:
         gave_up = False
         budget = self.minimize_rounds
         solver.push()
+        picks = [{q: _value(model.eval(v, model_completion=True)) for q, v in choices.items()} for choices in u.step_choices]
         for choices in u.step_choices:
             for v in choices.values():
                 solver.add(v == model.eval(v, model_completion=True))
-        for obj in self._objectives(u):
+        objectives = self._objectives(u)
+        params = eval_params(u.params, model)
+        for k, (names, obj) in enumerate(objectives):
             solver.push()
-            best = model.eval(obj, model_completion=True).as_long()
+            free = {n for ns, _o in objectives[k:] for n in ns}  # the sums already tightened stay
+            params = shrink(self.system, params, picks, prop, free)
+            best = _objective_value(u.params, params, names)
             while budget > 0:
                 budget -= 1
                 solver.push()
@@ -163,10 +216,16 @@ class BMC:
                     solver.pop()
                     break
                 model = solver.model()
-                best = model.eval(obj, model_completion=True).as_long()
                 solver.pop()
+                params = shrink(self.system, eval_params(u.params, model), picks, prop, free)
+                best = _objective_value(u.params, params, names)
             solver.add(obj == best)  # keep this objective while tightening the next one
-        for _ in self._objectives(u):
+        solver.add(*param_pins(u.params, params))  # z3's model of the numbers found
+        r = solver.check()
+        gave_up = gave_up or r == z3.unknown
+        if r == z3.sat:
+            model = solver.model()
+        for _ in objectives:
             solver.pop()
         solver.pop()
         return model, gave_up
@@ -200,6 +259,10 @@ class _Run:
         self.witness: dict[str, int | None] = {p.name: None for p in bmc.props}
         self.status: dict[str, str] = {p.name: "open" for p in bmc.props}
         self.solver_time = 0.0
+        self.last_depth_work = 0  # z3 work (rlimit count) of the previous depth: is a seed worth a hunt?
+        self.seed_time = 0.0
+        self.seeded: dict[str, int] = {}  # property -> runs the hunt tried, for a seeded counterexample
+        self.seed_runs = 0
 
     def rebuild(self) -> None:
         """Go on with a fresh solver holding the same assertions: per depth when measuring
@@ -242,7 +305,10 @@ class _Run:
         if any(g is False for _, g in goals):
             bad = [n for n, g in goals if g is False]
             raise AssertionError(f"{bad} are false by construction at depth {t}: the property or the model is malformed")
-        failing, unresolved = self._failing(t, goals)
+        before = self._work()
+        failing, unresolved = self._failing(t, goals, self._seed_pins(t))
+        after = self._work()
+        self.last_depth_work = after - before if after >= before else after  # a rebuild restarts the count
         for n, g in goals:
             if n not in failing and n not in unresolved:
                 self.solver.add(g)  # proven at depth t on every path: a fact from now on
@@ -250,13 +316,54 @@ class _Run:
         self._witnesses(t)
         return unresolved
 
-    def _failing(self, t: int, goals: list[tuple[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    def _work(self) -> int:
+        """z3's `rlimit count` on this solver so far (deterministic, unlike its time)."""
+        st = self.solver.statistics()
+        return int(st.get_key_value("rlimit count")) if "rlimit count" in st.keys() else 0
+
+    def _seed_pins(self, t: int) -> list[Any]:
+        """Equalities pinning the unrolling to a seed run of t steps (see the module docstring), or
+        none: no seeder, depth t - 1 was quick, or the hunt found nothing."""
+        bmc = self.bmc
+        if bmc.seeder is None or bmc.params is not None or t == 0 or self.last_depth_work < SEED_AFTER_WORK:
+            return []
+        ts = time.perf_counter()
+        seed = bmc.seeder(t, [p.name for p in self.open_props], self.abandon or (lambda: False))
+        self.seed_time += time.perf_counter() - ts
+        if seed is None or len(seed.picks) != t:
+            return []
+        pins = param_pins(self.u.params, seed.params)
+        for choices, picks in zip(self.u.step_choices, seed.picks):
+            pins += [choices[q] == v for q, v in picks.items() if q in choices]
+        self.seed_runs = seed.runs
+        return pins
+
+    def _failing(self, t: int, goals: list[tuple[str, Any]], pins: list[Any] = ()) -> tuple[dict[str, Any], list[str]]:
         """One query for all open goals; when it is sat, the goals false in its model are settled
         one by one and the rest asked again together, so a depth costs one query per group of
         failing goals rather than one per goal. In first-error mode the final "the rest hold" query
-        is skipped once a property is violated: the rest then hold to depth t - 1."""
+        is skipped once a property is violated: the rest then hold to depth t - 1. With `pins` (a
+        seed run), the properties that run breaks are settled first, pinned to it."""
         failing: dict[str, Any] = {}
         pending = list(goals)
+        props = [(n, g) for n, g in pending if not n.startswith("lemma:")]
+        if pins and props:
+            self.solver.push()
+            self.solver.add(*pins)
+            self.solver.add(z3.Or(*[z3.Not(g) for _, g in props]))
+            r = self.check()
+            newly = []
+            if r == z3.sat:
+                m0 = self.solver.model()
+                newly = [(n, g) for n, g in props if z3.is_false(m0.eval(g, model_completion=True))]
+            self.solver.pop()
+            if r == z3.unknown:
+                self.rebuild()
+            for n, g in newly:
+                self._settle(t, n, g, failing, pins)
+                if isinstance(failing.get(n), Trace):
+                    self.seeded[n] = self.seed_runs
+            pending = [(n, g) for n, g in pending if n not in failing]
         while pending:
             if self.first_error and any(isinstance(w, Trace) for w in failing.values()):
                 return failing, [n for n, _ in pending]
@@ -283,29 +390,55 @@ class _Run:
             pending = [(n, g) for n, g in pending if n not in done]
         return failing, []
 
-    def _settle(self, t: int, n: str, g: Any, failing: dict[str, Any]) -> None:
+    def _settle(self, t: int, n: str, g: Any, failing: dict[str, Any], pins: list[Any] = ()) -> None:
         """Ask goal n alone; unless it holds, `failing[n]` is its (minimised, concretely re-run)
-        counterexample, None for a failing lemma, or the solver's reason when unknown."""
-        bmc, solver = self.bmc, self.solver
+        counterexample, None for a failing lemma, or the solver's reason when unknown. `pins`: ask
+        pinned to a seed run first (the minimisation then runs unpinned but for the choices)."""
+        solver = self.solver
         solver.push()
         solver.add(z3.Not(g))
+        if pins:
+            solver.push()
+            solver.add(*pins)
+            rp = self.check()
+            pinned = solver.model() if rp == z3.sat else None
+            solver.pop()
+            if rp == z3.sat:
+                spent = self._counterexample(t, n, pinned, failing)
+                solver.pop()
+                if spent:
+                    self.rebuild()
+                return
+            if rp == z3.unknown:  # ask unpinned, on a fresh solver (see `rebuild`)
+                solver.pop()
+                self.rebuild()
+                solver = self.solver
+                solver.push()
+                solver.add(z3.Not(g))
         ri = self.check()
         spent = ri == z3.unknown  # the solver ran past its timeout on some query
         if ri == z3.sat:
-            model = solver.model()
-            failing[n] = None
-            if not n.startswith("lemma:"):
-                if bmc.minimize:
-                    model, spent = bmc._minimize(solver, self.u, model)
-                try:
-                    failing[n] = bmc._trace(self.u, model, t, n)
-                except TraceMismatch as e:  # never reported as a counterexample
-                    failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
+            spent = self._counterexample(t, n, solver.model(), failing)
         elif ri == z3.unknown:
             failing[n] = solver.reason_unknown()
         solver.pop()
         if spent:
             self.rebuild()
+
+    def _counterexample(self, t: int, n: str, model: Any, failing: dict[str, Any]) -> bool:
+        """`failing[n]` for a sat goal (the solver holds `Not(g)`): None for a lemma, else the
+        minimised trace re-run concretely. Returns whether the minimisation gave up on a query."""
+        bmc = self.bmc
+        failing[n] = None
+        spent = False
+        if not n.startswith("lemma:"):
+            if bmc.minimize:
+                model, spent = bmc._minimize(self.solver, self.u, model, n, t)
+            try:
+                failing[n] = bmc._trace(self.u, model, t, n)
+            except TraceMismatch as e:  # never reported as a counterexample
+                failing[n] = f"encoding bug: the concrete model does not follow z3's trace: {e.both_states()}"
+        return spent
 
     def _record(self, t: int, failing: dict[str, Any]) -> None:
         """A failing lemma is no longer used; a failing property is violated (or unknown)."""
@@ -318,6 +451,8 @@ class _Run:
             self.open_props.remove(p)
             if isinstance(what, Trace):
                 self.results[n] = Result(n, Verdict.VIOLATED, t, what, self.witness[n], seconds=time.perf_counter() - self.t0)
+                if n in self.seeded:  # found pinned to a random run first (the trace is z3's, minimised)
+                    self.results[n].meta["seeded_by"] = f"random run ({self.seeded[n]} runs tried)"
                 self.status[n] = f"violated@{t}"
             else:
                 self.results[n] = Result(n, Verdict.UNKNOWN, t, reason=str(what), seconds=time.perf_counter() - self.t0)
@@ -356,6 +491,8 @@ class _Run:
         for res in self.results.values():
             res.solver_seconds = self.solver_time
             res.meta["lemmas_dropped"] = list(self.dropped)
+            if self.bmc.seeder is not None:
+                res.meta["seed_hunt_s"] = round(self.seed_time, 2)
             if res.witness_depth is None and res.verdict is not Verdict.VIOLATED:
                 res.witness_depth = self.witness[res.property]
         return {p.name: self.results[p.name] for p in self.bmc.props}

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import strategies as st
@@ -81,13 +81,23 @@ class Recorder:
             self.failures[prop] = (len(actions), params, list(actions))
 
 
-def machine_for(system: System, props: list[str], points: list[Params] | None, rec: Recorder) -> type[RuleBasedStateMachine]:
-    """Generate the state machine class of `system` (see the module docstring)."""
+class HuntOver(Exception):
+    """`give_up()` said so: the hunt stops before its next run (not a property failure)."""
+
+
+def machine_for(system: System, props: list[str], points: list[Params] | None, rec: Recorder, wide: bool = False,
+                give_up: Callable[[], bool] | None = None, only_at: int | None = None) -> type[RuleBasedStateMachine]:
+    """Generate the state machine class of `system` (see the module docstring). `wide`: with no
+    `points`, draw each parameter over the config's symbolic bounds (the BMC's domain) rather than
+    its explicit ones. `give_up()` is asked before each run; true raises `HuntOver`. `only_at`:
+    check the properties only after that many steps (no witnesses tracked)."""
     ns: dict[str, Any] = {}
     if points is not None and not points:
         raise ValueError(f"config {system.cfg.name!r} has no parameter point satisfying params_ok in its explicit bounds")
 
     def begin(self: Any, params: Params) -> None:
+        if give_up is not None and give_up():
+            raise HuntOver
         self.params = params
         self.state = system.init(system.ctx(Concrete(), self.params))
         self.actions = []
@@ -106,7 +116,7 @@ def machine_for(system: System, props: list[str], points: list[Params] | None, r
         cfg = system.cfg
 
         def draw(data: Any, name: str, label: str) -> Any:
-            lo, hi = cfg.bound(name, explicit=True)
+            lo, hi = cfg.bound(name, explicit=not wide)
             step = cfg.page_size if name in PAGE_MULTIPLE else 1
             v = lo + step * data.draw(st.integers(0, (hi - lo) // step), label=label)
             return bool(v) if name in ("warm_device", "warm_host") else v
@@ -146,7 +156,7 @@ def machine_for(system: System, props: list[str], points: list[Params] | None, r
         prop = PROPERTIES[name]
 
         def check(self: Any, prop: Any = prop) -> None:
-            if not hasattr(self, "state"):
+            if not hasattr(self, "state") or (only_at is not None and len(self.actions) != only_at):
                 return
             x = system.ctx(Concrete(), self.params)
             if rec.witness.get(prop.name) is None and prop.witness(x, self.state):
@@ -203,6 +213,44 @@ def hunt(system: System, prop: str, depth: int, examples: int = DEFAULT_EXAMPLES
     tr = Trace(system.cfg, system.design, params, states[0], steps, prop, "random")
     tr.meta["random_examples"] = examples
     return tr, rec
+
+
+SEED_EXAMPLES = 300  # runs per seed hunt: enough for #22213 (about 180 runs), about 0.3-1 s at depth 3
+
+
+@dataclass
+class Seed:
+    """A concrete run that breaks a property: its parameters and, per step, the choices it made
+    (named as the model names them, so they pin the z3 unrolling's `name@t` choice symbols)."""
+
+    params: Params
+    picks: list[dict[str, Any]]
+    props: list[str]  # the properties it was seen to break
+    runs: int  # runs the hunt tried
+
+
+def seed_run(system: System, props: list[str], depth: int, examples: int = SEED_EXAMPLES,
+             give_up: Callable[[], bool] | None = None) -> Seed | None:
+    """A run of exactly `depth` steps that breaks one of `props`, drawn over the config's symbolic
+    bounds, or None. The BMC asks for one before a depth's query (checker/bmc.py, `seeder`): pinned
+    to its parameters and choices, z3 answers at once, and the model it gives is minimised and
+    re-run like any other, so the trace is still z3's and still the shortest (every shorter depth
+    was unsat). A failing run shorter than `depth` is not a seed (it cannot happen when the BMC
+    has shown depth - 1 safe over the same domain). Unshrunk: the BMC minimises the numbers."""
+    rec = Recorder()
+    machine = machine_for(system, props, None, rec, wide=True, give_up=give_up, only_at=depth)
+    conf = settings(max_examples=examples, stateful_step_count=depth + 1, deadline=None, derandomize=True,
+                    database=None, verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                    suppress_health_check=list(HealthCheck), phases=(Phase.explicit, Phase.reuse, Phase.generate))
+    try:
+        run_state_machine_as_test(machine, settings=conf)
+    except (PropertyFailed, HuntOver):
+        pass
+    found = [(n, p, a) for n, (n_steps, p, a) in rec.failures.items() if n_steps == depth]
+    if not found:
+        return None
+    _n, params, actions = found[0]
+    return Seed(params, [dict(picks) for _a, picks in actions], [n for n, p, a in found if a == actions], rec.runs)
 
 
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,

@@ -215,13 +215,25 @@ class ProofAttempt:
             self.waiter.join()
 
 
+def _seeder(system: System) -> Any:
+    """The BMC's seed hunt (checker/bmc.py): a random run of the same model, over the same bounds
+    (Hypothesis is imported at the first hunt: a check that never needs one does not pay for it)."""
+
+    def hunt(depth: int, props: list[str], give_up: Callable[[], bool]) -> Any:
+        from .random_engine import seed_run
+
+        return seed_run(system, props, depth, give_up=give_up)
+
+    return hunt
+
+
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
                  timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True,
                  keep_going: bool = True, lemmas: list[str] | None = None) -> ConfigReport:
     t0 = time.perf_counter()
     use = list(LEMMAS) if lemmas is None else lemmas
     system = System(cfg, design)
-    bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize)
+    bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize, seeder=_seeder(system))
     attempt: list[ProofAttempt] = []
 
     def stop_for_proof(t: int, witness: dict[str, int | None], open_props: list[str]) -> bool:

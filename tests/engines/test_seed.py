@@ -1,0 +1,143 @@
+"""Seeded BMC (checker/bmc.py `seeder`, checker/random_engine.py::seed_run) and the concrete shrink
+of a counterexample's numbers (checker/shrink.py).
+
+A seed may only make a counterexample cheaper to find: the depth is still the shortest, the trace
+is still z3's (re-run concretely), and a seed that breaks nothing changes no verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from checker import bmc as bmc_mod
+from checker.bmc import BMC
+from checker.random_engine import Seed, seed_run
+from checker.run import _seeder
+from checker.shrink import OBJECTIVE_ORDER, PinnedOracle, breaks, shrink
+from checker.trace import run_concrete
+from checker.verdict import Verdict
+from model.config import PAGE_MULTIPLE
+from model.designs import PRESETS
+from model.ops import Concrete, Infeasible
+from model.system import System
+from specs.configs import CONFIGS
+from specs.properties import PROPERTIES
+
+SESSIONS = CONFIGS["sessions"]
+RETRACT = System(SESSIONS, PRESETS["current"].with_fix("retract_tail_free", None))  # #22862: conservation at depth 3
+
+
+@pytest.fixture
+def always_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hunt before every depth after the first (the real threshold is a z3 work count)."""
+    monkeypatch.setattr(bmc_mod, "SEED_AFTER_WORK", 0)
+
+
+def _open_coords(system: System, params: Any) -> list[tuple[str, int | None, int]]:
+    out = []
+    for group in OBJECTIVE_ORDER:
+        for name in group:
+            lo, hi = system.cfg.bound(name)
+            if lo == hi:
+                continue
+            v = getattr(params, name)
+            out += [(name, i, e) for i, e in enumerate(v)] if isinstance(v, tuple) else [(name, None, v)]
+    return out
+
+
+def _lowered(params: Any, name: str, i: int | None, v: int) -> Any:
+    if i is None:
+        return dataclasses.replace(params, **{name: v})
+    vals = list(getattr(params, name))
+    vals[i] = v
+    return dataclasses.replace(params, **{name: tuple(vals)})
+
+
+def test_seed_run_is_a_run_of_exactly_the_depth_within_the_bmc_bounds() -> None:
+    seed = seed_run(RETRACT, list(PROPERTIES), 3)
+    assert seed is not None and len(seed.picks) == 3 and "conservation" in seed.props
+    assert breaks(RETRACT, seed.params, seed.picks, "conservation")
+    for name, _i, v in _open_coords(RETRACT, seed.params):
+        lo, hi = SESSIONS.bound(name)
+        assert lo <= v <= hi, (name, v)
+    assert seed_run(RETRACT, list(PROPERTIES), 2) is None  # no 2-step violation exists (the BMC proves depth 2)
+
+
+def test_seed_run_gives_up_when_told() -> None:
+    assert seed_run(RETRACT, list(PROPERTIES), 3, give_up=lambda: True) is None
+
+
+def test_seeded_bmc_finds_the_same_shortest_depth_and_a_z3_trace(always_seed: None) -> None:
+    plain = BMC(RETRACT, ["conservation"]).run(4, stop_on_violation=True)["conservation"]
+    seeded = BMC(RETRACT, ["conservation"], seeder=_seeder(RETRACT)).run(4, stop_on_violation=True)["conservation"]
+    assert plain.verdict is seeded.verdict is Verdict.VIOLATED
+    assert seeded.depth == plain.depth == 3
+    assert "seeded_by" in seeded.meta and "seeded_by" not in plain.meta
+    tr = seeded.trace
+    assert tr is not None and tr.engine == "bmc"
+    states, _ = run_concrete(RETRACT, tr.params, tr.actions)
+    assert not PROPERTIES["conservation"].holds(RETRACT.ctx(Concrete(), tr.params), states[-1])
+
+
+def test_a_seed_that_breaks_nothing_changes_no_verdict(always_seed: None) -> None:
+    """A seeder that lies (a run of the right length that breaks nothing, then one of the wrong
+    length) must not turn `current` into a violation: the pinned query is unsat and the depth is
+    asked unpinned as before."""
+    system = System(SESSIONS, PRESETS["current"])
+    some = seed_run(RETRACT, list(PROPERTIES), 3)
+    assert some is not None
+    asked: list[int] = []
+
+    def liar(depth: int, props: list[str], give_up: Any) -> Seed:
+        asked.append(depth)
+        picks = (some.picks * depth)[:depth] if depth != 2 else some.picks  # depth 2: wrong length
+        return Seed(some.params, picks, list(props), 1)
+
+    res = BMC(system, None, seeder=liar).run(3)
+    plain = BMC(system, None).run(3)
+    assert asked, "the seeder was never asked"
+    for p, r in res.items():
+        assert r.verdict is plain[p].verdict and r.depth == plain[p].depth, p
+        assert r.verdict is not Verdict.VIOLATED
+
+
+def test_shrink_keeps_the_schedule_breaking_and_reaches_a_local_minimum() -> None:
+    seed = seed_run(RETRACT, list(PROPERTIES), 3)
+    assert seed is not None
+    small = shrink(RETRACT, seed.params, seed.picks, "conservation")
+    assert breaks(RETRACT, small, seed.picks, "conservation")
+    before = {(n, i): v for n, i, v in _open_coords(RETRACT, seed.params)}
+    for name, i, v in _open_coords(RETRACT, small):
+        assert v <= before[(name, i)], (name, i)
+        lo, _hi = SESSIONS.bound(name)
+        step = SESSIONS.page_size if name in PAGE_MULTIPLE else 1
+        for w in range(lo, v, step):  # nothing lower in one coordinate still breaks
+            assert not breaks(RETRACT, _lowered(small, name, i, w), seed.picks, "conservation"), (name, i, w)
+
+
+def test_breaks_refuses_another_schedule() -> None:
+    """A choice the schedule did not make, or a recorded value the step no longer offers, is
+    another schedule: the shrink must not wander into it."""
+    o = PinnedOracle({"a": 3, "b": True})
+    assert o.pick_int("a", 0, 5) == 3 and o.pick_bool("b") is True
+    for ask in (lambda: o.pick_int("a", 0, 2), lambda: o.pick_int("a", 4, 9), lambda: o.pick_int("c", 0, 9),
+                lambda: o.pick_bool("c"), lambda: o.pick_int("b", 0, 9)):
+        with pytest.raises(Infeasible):
+            ask()
+    seed = seed_run(RETRACT, list(PROPERTIES), 3)
+    assert seed is not None
+    assert not breaks(RETRACT, seed.params, seed.picks[:2], "conservation")  # two steps break nothing
+
+
+def test_the_minimised_counterexample_is_a_local_minimum_of_its_schedule(always_seed: None) -> None:
+    r = BMC(RETRACT, ["conservation"], seeder=_seeder(RETRACT)).run(3, stop_on_violation=True)["conservation"]
+    tr = r.trace
+    assert tr is not None
+    picks = [s.picks for s in tr.steps]
+    assert breaks(RETRACT, tr.params, picks, "conservation")
+    for name, i, v in _open_coords(RETRACT, tr.params):
+        lo, _hi = SESSIONS.bound(name)
+        if v > lo:
+            assert not breaks(RETRACT, _lowered(tr.params, name, i, v - 1), picks, "conservation"), (name, i)
