@@ -118,7 +118,26 @@ class Counters:
     swa_protected: Any
 
 
+MEMO_SIZE = 64
+
+
 def counters(x: Ctx, s: State, extra: Sequence[Locker] = ()) -> Counters:
+    """The tree's four size counters for state `s` (with `extra` lockers). Without `extra` the
+    result is kept per state in `x.memo`: the adder, the busy check, the properties and the replay
+    ask for the same state's counters several times a step."""
+    if not extra:
+        hit = x.memo.get(("counters", id(s)))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+    c = _counters(x, s, extra)
+    if not extra:
+        if len(x.memo) >= MEMO_SIZE:
+            x.memo.clear()
+        x.memo[("counters", id(s))] = (s, c)
+    return c
+
+
+def _counters(x: Ctx, s: State, extra: Sequence[Locker]) -> Counters:
     K = x.cfg.num_atoms
     dev = [on_device(x, s, a) for a in range(K)]
     fl = full_locked(x, s, extra)

@@ -123,13 +123,17 @@ class State:
         return _replace(self, kw)
 
     def _set_at(self, group: tuple[str, ...], i: int, kw: dict[str, Any]) -> "State":
+        """Fields `kw` of entry i; a value that is the very object already there changes nothing
+        (identity, never `==`: on z3 terms that builds a formula), and with no change the state
+        itself is returned (the eviction rewrites every node, most of them unchanged)."""
         upd = {}
         for k, v in kw.items():
             if k not in group:
                 raise AttributeError(f"{k!r} is not one of {group}")
             t = getattr(self, k)
-            upd[k] = t[:i] + (v,) + t[i + 1 :]
-        return _replace(self, upd)
+            if t[i] is not v:
+                upd[k] = t[:i] + (v,) + t[i + 1 :]
+        return _replace(self, upd) if upd else self
 
     def req(self, r: int, **kw: Any) -> "State":
         """Update fields of request slot r."""

@@ -163,6 +163,9 @@ class Ctx:
         self.scope = ops.scope
         self.path = ops.path
         self.shape: TreeShape = _shape_of(cfg)  # an attribute, not a property: read thousands of times a step
+        # results of pure functions of one state, keyed by the state's identity (radix_cache.counters):
+        # a state is immutable and its terms do not depend on the path, in either interpretation
+        self.memo: dict[Any, tuple[Any, Any]] = {}
 
     def choose_bool_when(self, name: str, cond: Any) -> Any:
         """A choice that can only be true when `cond` holds. Concretely the oracle is not asked
