@@ -124,8 +124,14 @@ def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: in
                 derived=h.derived or None, pass_invariants=h.pass_invariants or None, seconds=round(h.seconds, 2))
 
 
+PROOF_NICE = 5  # the forked attempt yields the cores to the BMC and the pool's torch import when they compete
+
+
 def _houdini_child(conn: Any, *args: Any) -> None:
     try:
+        import os
+
+        os.nice(PROOF_NICE)
         conn.send(("result", _houdini(*args, tell=lambda msg: conn.send(("progress", msg)))))
     except BaseException as e:  # reported in the parent, never as a proof
         conn.send(("result", {"error": f"{type(e).__name__}: {e}"}))
