@@ -215,7 +215,8 @@ def hunt(system: System, prop: str, depth: int, examples: int = DEFAULT_EXAMPLES
     return tr, rec
 
 
-SEED_EXAMPLES = 300  # runs per seed hunt: enough for #22213 (about 180 runs), about 0.3-1 s at depth 3
+SEED_STEPS = 900  # steps per seed hunt: 300 runs at depth 3 (#22213 needs about 180), fewer deeper down,
+# so a hunt costs about the same at every depth (0.6-1.8 s with nothing found) while z3's queries grow
 
 
 @dataclass
@@ -229,14 +230,17 @@ class Seed:
     runs: int  # runs the hunt tried
 
 
-def seed_run(system: System, props: list[str], depth: int, examples: int = SEED_EXAMPLES,
+def seed_run(system: System, props: list[str], depth: int, examples: int | None = None,
              give_up: Callable[[], bool] | None = None) -> Seed | None:
     """A run of exactly `depth` steps that breaks one of `props`, drawn over the config's symbolic
     bounds, or None. The BMC asks for one before a depth's query (checker/bmc.py, `seeder`): pinned
     to its parameters and choices, z3 answers at once, and the model it gives is minimised and
     re-run like any other, so the trace is still z3's and still the shortest (every shorter depth
     was unsat). A failing run shorter than `depth` is not a seed (it cannot happen when the BMC
-    has shown depth - 1 safe over the same domain). Unshrunk: the BMC minimises the numbers."""
+    has shown depth - 1 safe over the same domain). Unshrunk: the BMC minimises the numbers.
+    `examples`: runs to try (default `SEED_STEPS // depth`, at least 30)."""
+    if examples is None:
+        examples = max(30, SEED_STEPS // max(depth, 1))
     rec = Recorder()
     machine = machine_for(system, props, None, rec, wide=True, give_up=give_up, only_at=depth)
     conf = settings(max_examples=examples, stateful_step_count=depth + 1, deadline=None, derandomize=True,
