@@ -12,12 +12,12 @@ encoding bug, raised as `TraceMismatch`, never reported as a counterexample.
 
 A `seeder` (the random engine's `seed_run`, wired by checker/run.py) may be asked for a concrete
 run of exactly t steps that breaks a property, before depth t's query, when depth t - 1's queries
-cost z3 at least `SEED_AFTER_WORK` (its deterministic `rlimit count`, about 0.1-0.2 s on a 2-core
-machine: the next depth costs several times as much, the hunt about half a second; a count, not
-a clock, so the same check finds the same counterexample on every machine). Its parameters and choices are pinned in a query of their own; that query is about one
-run, so z3 answers it at once, and the model it gives is minimised and re-run like any other: the
-counterexample is still z3's and still the shortest. A seed claims nothing else: the goals it does
-not break are asked as before, unpinned.
+cost z3 at least `SEED_AFTER_WORK` units of its `rlimit count` (about 0.1-0.2 s here; the next
+depth costs several times as much). A count, not a clock: the same check asks the same hunts and
+finds the same counterexample on every machine. The run's parameters and choices are pinned in a
+query of their own, which z3 answers at once (it is about one run), and the model it gives is
+minimised and re-run like any other: the counterexample is still z3's and still the shortest. A
+seed claims nothing else: the goals it does not break are asked as before, unpinned.
 """
 
 from __future__ import annotations
@@ -66,26 +66,23 @@ def _value(v: Any) -> Any:
     return bool(z3.is_true(v)) if z3.is_bool(v) else v.as_long()
 
 
-def _objective_value(sym: Params, val: Params, names: tuple[str, ...]) -> int:
-    """An objective's sum (`BMC._objectives`) at a concrete point: the numbers the bounds leave open."""
-    total = 0
-    for n in names:
+def _open(sym: Params, val: Params, names: Any = None) -> list[tuple[Any, Any]]:
+    """(symbol, value) for each parameter the bounds leave open (of `names`, else all)."""
+    out: list[tuple[Any, Any]] = []
+    for n in names if names is not None else sym.as_dict():
         sv, cv = getattr(sym, n), getattr(val, n)
-        for s, c in (zip(sv, cv) if isinstance(sv, tuple) else [(sv, cv)]):
-            if not isinstance(s, (bool, int)):
-                total += c
-    return total
+        out += [(s, c) for s, c in (zip(sv, cv) if isinstance(sv, tuple) else [(sv, cv)]) if not isinstance(s, (bool, int))]
+    return out
+
+
+def _objective_value(sym: Params, val: Params, names: tuple[str, ...]) -> int:
+    """An objective's sum (`BMC._objectives`) at a concrete point."""
+    return sum(c for _s, c in _open(sym, val, names))
 
 
 def param_pins(sym: Params, val: Params) -> list[Any]:
     """Equalities pinning the symbolic parameters to a concrete point."""
-    pins: list[Any] = []
-    for name, sv in sym.as_dict().items():
-        cv = getattr(val, name)
-        for s, c in (zip(sv, cv) if isinstance(sv, tuple) else [(sv, cv)]):
-            if not isinstance(s, (bool, int)):
-                pins.append(s == c)
-    return pins
+    return [s == c for s, c in _open(sym, val)]
 
 
 class _Abandoned(Exception):
