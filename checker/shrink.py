@@ -1,11 +1,12 @@
 """Concrete shrinking of a counterexample's numbers, before the BMC's z3 minimisation rounds.
 
-A counterexample's schedule (the choices z3 made at each step) is kept, and each parameter is
-lowered, one at a time, to the smallest value in its bounds at which the concrete model still
-runs that schedule (every choice asked is one the schedule recorded, within the range the step
-offers now, and no `assume` rejects it) and still breaks the property at the last step. The
-parameters are taken in the order of the BMC's objectives (pools, then lengths, then knobs), and
-the passes repeat until none lowers anything.
+A counterexample's schedule (the choices z3 made at each step) is kept, and each parameter that
+can go one step lower is lowered, one at a time, to the smallest value in its bounds (of at most
+`EXHAUSTIVE` tried, see `_candidates`) at which the concrete model still runs that schedule
+(every choice asked is one the schedule recorded, within the range the step offers now, and no
+`assume` rejects it) and still breaks the property at the last step. The parameters are taken in
+the order of the BMC's objectives (pools, then lengths, then knobs), and the passes repeat until
+none lowers anything: the result is a local minimum, no parameter one step lower still breaks.
 
 Each try is one concrete run of a few steps (milliseconds), where each z3 round is a query over
 every number at once (0.1-1 s on hybrid_swa at depth 3: #23174 spent 7 s in 12 rounds, most of
@@ -32,6 +33,7 @@ OBJECTIVE_ORDER = (("full_tokens", "swa_tokens", "warm_len", "req_pool_size"),
                    ("input_len", "max_new_tokens"),
                    ("sliding_window_size", "chunked_prefill_size", "max_prefill_tokens"))
 MAX_PASSES = 4
+EXHAUSTIVE = 32  # values below the current one tried one by one; beyond, a sample (`_candidates`)
 
 
 class PinnedOracle:
@@ -91,6 +93,19 @@ def _with(params: Params, name: str, i: int | None, v: int) -> Params:
     return replace(params, **{name: tuple(vals)})
 
 
+def _candidates(lo: int, cur: int, step: int) -> list[int]:
+    """The values below `cur` to try, smallest first: all of them when there are at most
+    `EXHAUSTIVE`, else the smallest `EXHAUSTIVE // 2` and as many spread geometrically up to `cur` (a
+    pool of 10^7 tokens must not mean 10^7 tries; the next pass, and z3's rounds, go on from the
+    value found)."""
+    n = (cur - lo) // step
+    if n <= EXHAUSTIVE:
+        return list(range(lo, cur, step))
+    half = EXHAUSTIVE // 2
+    spread = {lo + step * int(half * (n / half) ** (k / half)) for k in range(1, half)}  # geometric
+    return sorted({lo + step * k for k in range(half)} | spread)
+
+
 def shrink(system: System, params: Params, picks: list[dict[str, Any]], prop: str, free: set[str] | None = None) -> Params:
     """The smallest numbers, one parameter at a time (see the module docstring), for which the
     schedule `picks` still breaks `prop`; only the parameters named in `free` move (all: None).
@@ -105,7 +120,9 @@ def shrink(system: System, params: Params, picks: list[dict[str, Any]], prop: st
             cur = getattr(params, name) if i is None else getattr(params, name)[i]
             lo, _hi = cfg.bound(name)
             step = cfg.page_size if name in PAGE_MULTIPLE else 1
-            for v in range(lo, cur, step):
+            if cur - step < lo or not breaks(system, _with(params, name, i, cur - step), picks, prop):
+                continue  # a local minimum already: one try, not a scan (most parameters, most passes)
+            for v in _candidates(lo, cur, step):
                 cand = _with(params, name, i, v)
                 if breaks(system, cand, picks, prop):
                     params, moved = cand, True

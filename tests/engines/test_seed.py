@@ -15,7 +15,7 @@ from checker import bmc as bmc_mod
 from checker.bmc import BMC
 from checker.random_engine import Seed, seed_run
 from checker.run import _seeder
-from checker.shrink import OBJECTIVE_ORDER, PinnedOracle, breaks, shrink
+from checker.shrink import EXHAUSTIVE, OBJECTIVE_ORDER, PinnedOracle, _candidates, breaks, shrink
 from checker.trace import run_concrete
 from checker.verdict import Verdict
 from model.config import PAGE_MULTIPLE
@@ -113,8 +113,17 @@ def test_shrink_keeps_the_schedule_breaking_and_reaches_a_local_minimum() -> Non
         assert v <= before[(name, i)], (name, i)
         lo, _hi = SESSIONS.bound(name)
         step = SESSIONS.page_size if name in PAGE_MULTIPLE else 1
-        for w in range(lo, v, step):  # nothing lower in one coordinate still breaks
-            assert not breaks(RETRACT, _lowered(small, name, i, w), seed.picks, "conservation"), (name, i, w)
+        if v - step >= lo:  # a local minimum: no parameter one step lower still breaks
+            assert not breaks(RETRACT, _lowered(small, name, i, v - step), seed.picks, "conservation"), (name, i)
+    assert small != seed.params  # the hunt's numbers are not already minimal: the shrink did something
+
+
+def test_candidates_are_all_values_when_few_and_a_sample_when_many() -> None:
+    assert _candidates(4, 20, 1) == list(range(4, 20))
+    assert _candidates(8, 40, 4) == list(range(8, 40, 4))
+    many = _candidates(4, 10**7, 1)
+    assert len(many) <= EXHAUSTIVE and many[:16] == list(range(4, 20)) and max(many) < 10**7
+    assert many == sorted(set(many))
 
 
 def test_breaks_refuses_another_schedule() -> None:
@@ -141,3 +150,29 @@ def test_the_minimised_counterexample_is_a_local_minimum_of_its_schedule(always_
         lo, _hi = SESSIONS.bound(name)
         if v > lo:
             assert not breaks(RETRACT, _lowered(tr.params, name, i, v - 1), picks, "conservation"), (name, i)
+
+
+def test_a_pool_of_ten_million_tokens_is_not_ten_million_tries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shrink samples large ranges (`_candidates`) and skips a parameter one step above a
+    failing value: minimising #27391 on a 10^7-token pool takes hundreds of concrete tries (123 at
+    10^3, 401-1,816 at 10^7, depending on the model z3 starts from), not one per token."""
+    import checker.shrink as shrink_mod
+    from bench._bmc_worker import scaled
+
+    real = shrink_mod.breaks
+    system_for = lambda n: System(scaled(CONFIGS["hybrid_swa_hicache"], n),  # noqa: E731
+                                  PRESETS["current"].with_fix("swa_hostload_budget", None))
+    tries: dict[int, int] = {}
+    for n in (10**3, 10**7):
+        tries[n] = 0
+
+        def counted(*a: Any, n: int = n) -> bool:
+            tries[n] += 1
+            if tries[n] > 20_000:  # a scan over the range would never end: fail instead
+                raise AssertionError(f"more than 20,000 tries at pool {n}")
+            return real(*a)
+
+        monkeypatch.setattr(shrink_mod, "breaks", counted)
+        r = BMC(system_for(n), ["no_prefill_oom"]).run(1, stop_on_violation=True)["no_prefill_oom"]
+        assert r.verdict is Verdict.VIOLATED and r.depth == 1
+    assert all(0 < t < 5_000 for t in tries.values()), tries
