@@ -280,6 +280,7 @@ def _report_json(report: Any, written: dict[tuple[str, str], str]) -> dict[str, 
                         "pool_replay": r.meta.get("pool_replay"),
                         "reason": r.reason or None,
                         "lemmas_dropped": r.meta.get("lemmas_dropped", []),
+                        "seeded_by": r.meta.get("seeded_by"),  # the BMC's query pinned to a random run first
                     }
                     for r in c.results.values()
                 ],

@@ -176,3 +176,17 @@ def test_a_pool_of_ten_million_tokens_is_not_ten_million_tries(monkeypatch: pyte
         r = BMC(system_for(n), ["no_prefill_oom"]).run(1, stop_on_violation=True)["no_prefill_oom"]
         assert r.verdict is Verdict.VIOLATED and r.depth == 1
     assert all(0 < t < 5_000 for t in tries.values()), tries
+
+
+def test_the_json_report_says_a_counterexample_was_seeded(tmp_path: Any, capsys: pytest.CaptureFixture[str],
+                                                          always_seed: None) -> None:
+    import json
+
+    from checker.cli import main
+
+    code = main(["check", "--without", "retract_tail_free", "--config", "sessions", "--property", "conservation",
+                 "--depth", "3", "--no-prove", "--json", "--out", str(tmp_path)])
+    rep = json.loads(capsys.readouterr().out)
+    (r,) = rep["configs"][0]["results"]
+    assert code == 1 and r["verdict"] == "violated" and r["depth"] == 3
+    assert r["seeded_by"] and "random run" in r["seeded_by"]
