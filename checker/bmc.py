@@ -165,11 +165,7 @@ class BMC:
         lengths, then knobs; an objective the bounds leave constant is left out."""
         out = []
         for names in OBJECTIVE_ORDER:
-            vals: list[Any] = []
-            for n in names:
-                v = getattr(u.params, n)
-                vals += list(v) if isinstance(v, tuple) else [v]
-            terms = [v for v in vals if not isinstance(v, (bool, int))]
+            terms = [sym for sym, _ in _open(u.params, u.params, names)]
             if terms:
                 out.append((names, z3.Sum(terms)))
         return out

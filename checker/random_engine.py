@@ -190,21 +190,27 @@ def domain_points(system: System) -> list[Params] | None:
     return param_points(system) if size <= MAX_LISTED_POINTS else None
 
 
+def _run_machine(machine: type[RuleBasedStateMachine], examples: int, depth: int, phases: tuple[Any, ...]) -> None:
+    """Run the generated machine: `examples` runs of at most `depth` steps, derandomized, quiet; a
+    property failure (or `HuntOver`) ends it, and the `Recorder` has what it saw. No `explain`
+    phase: it replays a lot."""
+    # the @initialize rule counts as one of stateful_step_count's steps: + 1 for `depth` real steps
+    conf = settings(max_examples=examples, stateful_step_count=max(depth, 1) + 1, deadline=None, derandomize=True,
+                    database=None, verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                    suppress_health_check=list(HealthCheck), phases=phases)
+    try:
+        run_state_machine_as_test(machine, settings=conf)
+    except (PropertyFailed, HuntOver):
+        pass
+
+
 def hunt(system: System, prop: str, depth: int, examples: int = DEFAULT_EXAMPLES, points: list[Params] | None = None,
          seed_label: str = "") -> tuple[Trace | None, Recorder]:
     """Run the generated machine with `prop` as its only invariant; the shortest failing trace, if any."""
     pts = points if points is not None else domain_points(system)
     rec = Recorder()
     machine = machine_for(system, [prop], pts, rec)
-    # the @initialize rule counts as one of stateful_step_count's steps: + 1 for `depth` real steps
-    conf = settings(max_examples=examples, stateful_step_count=max(depth, 1) + 1, deadline=None, derandomize=True,
-                    database=None, verbosity=Verbosity.quiet, report_multiple_bugs=False,
-                    suppress_health_check=list(HealthCheck),
-                    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))  # no `explain`: it replays a lot
-    try:
-        run_state_machine_as_test(machine, settings=conf)
-    except PropertyFailed:
-        pass
+    _run_machine(machine, examples, depth, (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))
     if prop not in rec.failures:
         return None, rec
     _n, params, actions = rec.failures[prop]
@@ -243,13 +249,7 @@ def seed_run(system: System, props: list[str], depth: int, examples: int | None 
         examples = max(30, SEED_STEPS // max(depth, 1))
     rec = Recorder()
     machine = machine_for(system, props, None, rec, wide=True, give_up=give_up, only_at=depth)
-    conf = settings(max_examples=examples, stateful_step_count=depth + 1, deadline=None, derandomize=True,
-                    database=None, verbosity=Verbosity.quiet, report_multiple_bugs=False,
-                    suppress_health_check=list(HealthCheck), phases=(Phase.explicit, Phase.reuse, Phase.generate))
-    try:
-        run_state_machine_as_test(machine, settings=conf)
-    except (PropertyFailed, HuntOver):
-        pass
+    _run_machine(machine, examples, depth, (Phase.explicit, Phase.reuse, Phase.generate))  # unshrunk
     found = [(n, p, a) for n, (n_steps, p, a) in rec.failures.items() if n_steps == depth]
     if not found:
         return None

@@ -15,7 +15,7 @@ from checker import bmc as bmc_mod
 from checker.bmc import BMC
 from checker.random_engine import Seed, seed_run
 from checker.run import _seeder
-from checker.shrink import EXHAUSTIVE, OBJECTIVE_ORDER, PinnedOracle, _candidates, breaks, shrink
+from checker.shrink import EXHAUSTIVE, PinnedOracle, _candidates, _coordinates, breaks, shrink
 from checker.trace import run_concrete
 from checker.verdict import Verdict
 from model.config import PAGE_MULTIPLE
@@ -36,15 +36,8 @@ def always_seed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _open_coords(system: System, params: Any) -> list[tuple[str, int | None, int]]:
-    out = []
-    for group in OBJECTIVE_ORDER:
-        for name in group:
-            lo, hi = system.cfg.bound(name)
-            if lo == hi:
-                continue
-            v = getattr(params, name)
-            out += [(name, i, e) for i, e in enumerate(v)] if isinstance(v, tuple) else [(name, None, v)]
-    return out
+    """(parameter, index, value) for each number the shrink may move (`shrink._coordinates`)."""
+    return [(n, i, getattr(params, n) if i is None else getattr(params, n)[i]) for n, i in _coordinates(system, params, None)]
 
 
 def _lowered(params: Any, name: str, i: int | None, v: int) -> Any:
