@@ -1,0 +1,1 @@
+"""kvmc's CPU stand-in for `IPython` (`sglang/utils.py` imports `IPython.display`)."""

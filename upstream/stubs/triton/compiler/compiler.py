@@ -1,0 +1,1 @@
+"""`triton.compiler.compiler` stand-in (no `AttrsDescriptor`, see backends/compiler.py)."""
