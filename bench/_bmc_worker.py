@@ -41,7 +41,7 @@ def scaled(cfg: Any, pool_hi: int) -> Any:
 
 def main(spec: dict[str, Any]) -> None:
     t_import = time.perf_counter()
-    from checker.bmc import BMC
+    from checker.engines.bmc import BMC
     from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS

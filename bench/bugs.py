@@ -66,8 +66,8 @@ def bug_cold(fix: str, mutants: list[str], budget_s: float) -> dict[str, Any]:
 
 WARM_SNIPPET = r"""
 import json, sys, time
-from checker.cli import build_design
-from checker.run import run_check
+from checker.cli.common import build_design
+from checker.engines.run import run_check
 from model.designs import PRESETS
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
@@ -98,15 +98,15 @@ def bug_warm(fix: str, mutants: list[str], budget_s: float) -> dict[str, Any]:
 
 
 def shortest_bfs(fix: str, mutants: list[str], config: str, prop: str, max_depth: int, budget_s: float) -> dict[str, Any]:
-    """Breadth-first search (checker/explicit.py) for the same property on the same config: the
+    """Breadth-first search (checker/engines/explicit.py) for the same property on the same config: the
     shortest counterexample over the config's explicit parameter points. None if that engine is
     absent or finds nothing within the bound and budget."""
     snippet = r"""
 import json, sys
-from checker.cli import build_design
+from checker.cli.common import build_design
 from specs.configs import CONFIGS
 try:
-    from checker.explicit import check_config
+    from checker.engines.explicit import check_config
 except ImportError as e:
     print(json.dumps({"bfs": None, "why": f"no explicit engine ({e})"})); sys.exit(0)
 fix, mutants, config, prop, depth, ms = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])

@@ -2,7 +2,7 @@
 
 1. Time to first counterexample per known SGLang bug (each fix turned off in `current`; #27228 with
    the planted verify leak), each engine on the same instance: the case's config pinned to the
-   points of its explicit bounds (checker/agreement.py::pinned), so all three engines search the
+   points of its explicit bounds (checker/engines/agreement.py::pinned), so all three engines search the
    same parameter space. Ratios are engine time / BMC time in this run.
 2. Growth with pool size: the #22213 session false alarm (`busy_check_sound`, 3 iterations) with
    the full pool F and the prompt lengths scaled together (F = N, input_len in [1, N/4]) for
@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from checker.cases import Case
+from checker.engines.cases import Case
 from model.designs import PRESETS
 from model.system import System
 from specs.configs import CONFIGS
@@ -63,9 +63,9 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 def _first_cex(c: Case, engine: str, limit_s: float) -> tuple[str, int | None, float]:
     """(outcome, depth, seconds) of one engine's search for the case's property."""
-    from checker.bmc import BMC
-    from checker.explicit import Explorer
-    from checker.random_engine import check_config as random_check
+    from checker.engines.bmc import BMC
+    from checker.engines.explicit import Explorer
+    from checker.engines.random_engine import check_config as random_check
 
     cfg, design = c.cfg(), _design(c)
     depth = c.depth or MAX_DEPTH
@@ -108,9 +108,9 @@ def growth_rows(sizes: list[int], limit_s: float) -> list[dict[str, Any]]:
         case = Case("session_active", "sessions", "busy_check_sound", 3)
         design = PRESETS["current"].with_fix("session_active", None)
         system_sym = System(cfg_sym, design)
-        from checker.bmc import BMC
-        from checker.explicit import Explorer
-        from checker.random_engine import check_config as random_check
+        from checker.engines.bmc import BMC
+        from checker.engines.explicit import Explorer
+        from checker.engines.random_engine import check_config as random_check
 
         out: dict[str, tuple[str, float]] = {}
         r, s = _timed(lambda: BMC(system_sym, [case.prop], timeout_ms=int(limit_s * 1000)).run(3, stop_on_violation=True)[case.prop])

@@ -38,7 +38,7 @@ def _walks(n_per_config: int, steps: int) -> list[Any]:
 def bench_replay(device: str, n_per_config: int = 6, steps: int = 14, repeat: int = 3) -> list[dict[str, Any]]:
     """Steady-state throughput: one untimed pass first (imports, torch's first-call op setup), then
     the best of `repeat` timed passes over the same walks (the machine is shared)."""
-    from checker.replay import replay_trace
+    from checker.replay.pool import replay_trace
 
     walks = _walks(n_per_config, steps)
     total = sum(len(w.steps) for w in walks)

@@ -86,7 +86,7 @@ class Ops(ChoiceScope):
         """Mark a point inside an iteration where the state is whole again (the sub-transitions
         before it are complete). Returns `s` unchanged; the symbolic interpretation records it with
         the path condition it was reached under, so a proof can ask which sub-step of an iteration
-        first breaks a ledger (checker/induction.py, "first sub-step")."""
+        first breaks a ledger (checker/engines/induction.py, "first sub-step")."""
         return s
 
     def ghost(self, label: str, v: Any) -> Any:

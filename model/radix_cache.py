@@ -285,7 +285,7 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         return s
     with x.scope(site):
         # the nodes' checkpoints below read the eviction's choices on this state's names: a sub-step
-        # query then sees one node's eviction (checker/induction.py, `first_break`)
+        # query then sees one node's eviction (checker/engines/induction.py, `first_break`)
         s = x.checkpoint("eviction", s)
     sh = x.shape
     hybrid = x.cfg.hybrid_swa

@@ -1,7 +1,7 @@
 """A runnable implementation of SGLang's scheduler KV-memory mechanisms on torch tensors.
 
 `kvmc replay` drives it with a counterexample's recorded choices and checks, step by step, that it
-refines the model (checker/replay.py). It imports only `Config`, `Design` and `Params` (and the
+refines the model (checker/replay/pool.py). It imports only `Config`, `Design` and `Params` (and the
 state's field names) from model/; none of the model's transitions.
 
     from pool import Scheduler, ReplayChooser, to_state, ownership

@@ -10,7 +10,7 @@ index tensors are concatenated (one concatenation per kind of owner) and counted
 shows up even when every counter balances. The req_to_token rows' owners are Python ints (the free
 row list, the holders' `req_pool_idx`) and are counted in Python, with the same verdict.
 Page granularity: a page is owned as a whole (freeing one token of a page frees the page).
-Replay runs this after every step (checker/replay.py), as the stateful pool test does.
+Replay runs this after every step (checker/replay/pool.py), as the stateful pool test does.
 """
 
 from __future__ import annotations

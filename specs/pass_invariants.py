@@ -11,7 +11,7 @@ load-backs). Stated at each admission, it is one admission at a time: the first 
 first admission, each holds after the next given the one before, and the allocation's case closes
 given the last (measured in README, "What is proved").
 
-How they are used (checker/induction.py, `KInduction._prove_pass_invariants`). A pass invariant
+How they are used (checker/engines/induction.py, `KInduction._prove_pass_invariants`). A pass invariant
 is never assumed untested: for the step being asked, it is proved at its first checkpoint from the
 candidates assumed before the step, and at each later one from the one before; only when every
 link is unsat is it asserted at those checkpoints in the step queries that follow, as a fact the

@@ -17,7 +17,7 @@ The ledger is also defined inside an iteration (`mid=True`), at the points the m
 moment it is allocated, while its status still says WAITING (process_batch_result_prefill changes
 it later). At an iteration's boundary no WAITING request has a row (`request_rows` lemma), so both
 readings agree there; the induction engine uses the inner one to ask which sub-step of an
-iteration first breaks the ledger (checker/induction.py, `case_splits`).
+iteration first breaks the ledger (checker/engines/induction.py, `case_splits`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Property:
     witness_meaning: str
     # the conjuncts of `holds`, in order, as a function of (ctx, state, mid): `mid` reads them at a
     # checkpoint inside an iteration. A property that has them lets the induction engine split its
-    # step by the first sub-step that breaks a conjunct (checker/induction.py, `case_splits`).
+    # step by the first sub-step that breaks a conjunct (checker/engines/induction.py, `case_splits`).
     conjuncts: Callable[[Ctx, State, bool], list[Any]] | None = None
 
 

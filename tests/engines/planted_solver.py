@@ -1,5 +1,5 @@
 """A planted z3 solver for the induction tests: it answers `unknown` to the queries of the first
-split levels, so the case-split machinery (checker/induction.py) runs on `small`, whose queries z3
+split levels, so the case-split machinery (checker/engines/induction.py) runs on `small`, whose queries z3
 otherwise answers whole.
 
 A `_CaseQuery` pushes a scope and adds the negated goal plus one constraint per split level taken,
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import z3
 
-from checker.induction import KInduction
+from checker.engines.induction import KInduction
 
 
 def unknown_through(monkeypatch: pytest.MonkeyPatch, level: int, asked: dict[str, int] | None = None) -> None:

@@ -1,14 +1,14 @@
 """Cross-engine agreement: BMC (z3) and the explicit-state search give the same verdict to the same
 depth for every design preset x property x config, and a violation has the same length in both.
 
-Instances (checker/agreement.py::pinned): each named config is pinned to a handful of parameter
+Instances (checker/engines/agreement.py::pinned): each named config is pinned to a handful of parameter
 points, the same for both engines, small enough that the whole file runs in about a minute and a
 half on a 2-core machine (z3 is the slow side: paged and hybrid-SWA encodings cost seconds per
 depth, so those run to depth 2, the cheap ones to depth 3). The pins keep every property exercised
 where the config allows it (the witness depths are compared too) and include the instances where
 pre-fix presets fail (v0.5.10.post1 on sessions and hybrid_swa), so violations are compared, not
 only `holds`. Presets that set every fix a config exercises the same way are one model on that
-config (checker/agreement.py::equivalent_designs) and are checked once; each preset is covered.
+config (checker/engines/agreement.py::equivalent_designs) and are checked once; each preset is covered.
 On a disagreement the test fails with both engines' verdicts and traces.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from checker.agreement import compare, equivalent_designs, pinned
+from checker.engines.agreement import compare, equivalent_designs, pinned
 from model.designs import PRESETS
 from specs.configs import CONFIGS
 

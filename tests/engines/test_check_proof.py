@@ -1,4 +1,4 @@
-"""The check's own 1-induction attempt runs in a forked process beside the BMC (checker/run.py):
+"""The check's own 1-induction attempt runs in a forked process beside the BMC (checker/engines/run.py):
 it proves what it proved inline, a proof that closes stops the BMC inside its current depth, and
 a first error stops the attempt."""
 
@@ -8,8 +8,8 @@ import multiprocessing
 import threading
 
 import pytest
-from checker import run
-from checker.bmc import BMC
+from checker.engines import run
+from checker.engines.bmc import BMC
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.system import System

@@ -1,4 +1,4 @@
-"""A first-break case's local query (checker/cone.py): part of the case query, so unsat there is
+"""A first-break case's local query (checker/engines/cone.py): part of the case query, so unsat there is
 unsat for the case; small enough that the eviction's node cases close on it; and never unsat for
 a case the whole query finds sat (a planted leak's)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import z3
 
-from checker.cone import Cone, state_symbols
-from checker.induction import KInduction, _CaseQuery
+from checker.engines.cone import Cone, state_symbols
+from checker.engines.induction import KInduction, _CaseQuery
 from model.designs import PRESETS
 from model.state import FIELD_NAMES
 from model.system import System

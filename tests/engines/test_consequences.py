@@ -1,4 +1,4 @@
-"""Properties that follow from the other candidates at one state (checker/induction.py,
+"""Properties that follow from the other candidates at one state (checker/engines/induction.py,
 `KInduction._consequences`): their step queries are not asked, and the derivations stay acyclic.
 
 `busy_check_sound` and `busy_check_complete` follow from `conservation` and the lemmas (SGLang's
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from checker import induction
-from checker.induction import KInduction
+from checker.engines import induction
+from checker.engines.induction import KInduction
 from model.designs import PRESETS
 from model.system import System
 from specs import properties as props_mod

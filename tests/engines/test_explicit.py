@@ -1,4 +1,4 @@
-"""The explicit-state engine (checker/explicit.py): successor enumeration, shortest counterexamples,
+"""The explicit-state engine (checker/engines/explicit.py): successor enumeration, shortest counterexamples,
 replay by successor index, the CLI report and ITF file, and `kvmc graph`."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from checker import itf
-from checker.agreement import pinned
+from checker.traces import itf
+from checker.engines.agreement import pinned
 from checker.cli import main
-from checker.explicit import EnumeratingOracle, Explorer, param_points, successors
-from checker.trace import run_concrete
+from checker.engines.explicit import EnumeratingOracle, Explorer, param_points, successors
+from checker.traces.trace import run_concrete
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.ops import Concrete

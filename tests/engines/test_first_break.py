@@ -1,4 +1,4 @@
-"""The induction engine's "first sub-step" split (checker/induction.py::first_break).
+"""The induction engine's "first sub-step" split (checker/engines/induction.py::first_break).
 
 Its soundness needs nothing from the model: the cases cover the goal's negation for any
 checkpoint states (telescoping), which z3 checks here. What makes it pay is that the ledger's
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import z3
 
-from checker.induction import FIRST_BREAK, KInduction, case_splits, first_break
+from checker.engines.induction import FIRST_BREAK, KInduction, case_splits, first_break
 from model.designs import PRESETS, Design
 from model.system import System
 from specs.configs import CONFIGS

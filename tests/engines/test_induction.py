@@ -1,4 +1,4 @@
-"""The k-induction engine (checker/induction.py): proofs with unbounded parameters, counterexamples
+"""The k-induction engine (checker/engines/induction.py): proofs with unbounded parameters, counterexamples
 to induction, and lemmas that make a property provable.
 
 Planted here (beside the test, never registered for real runs): the property `output_bounded`
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import model.system  # noqa: F401
-from checker.induction import KInduction, check_config, write_ctis
-from checker.run import Report
+from checker.engines.induction import KInduction, check_config, write_ctis
+from checker.engines.results import Report
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.state import FINISHED, State
@@ -161,7 +161,7 @@ def test_the_joint_query_is_capped_when_candidates_can_be_split(split: bool, mon
     """The query with every candidate at once gets at most `JOINT_AFTER_MS` when Houdini may go on
     one candidate at a time with case splits (a long `--timeout` spent on a joint query that z3
     cannot answer left a core idle); without splits it gets the whole `timeout_ms`."""
-    from checker import induction
+    from checker.engines import induction
 
     limits: list[int] = []
     real_encode = KInduction._encode
@@ -194,7 +194,7 @@ def test_case_splits_cover_every_state() -> None:
     answer in every case an unsat answer for the whole query."""
     import z3
 
-    from checker.induction import case_splits
+    from checker.engines.induction import case_splits
 
     system = System(CONFIGS["hybrid_swa"], PRESETS["current"])
     solver, _params, states, goals, _acts = KInduction(system, ["conservation"])._encode(1)
@@ -269,7 +269,7 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
 def test_a_level_z3_always_gives_up_on_is_split_without_asking(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once SKIP_AFTER cases of a split level have come back unknown (SKIP_UNKNOWN of them), the
     rest of that level is split at once: fewer queries, the same proof."""
-    from checker import induction
+    from checker.engines import induction
 
     unknown_through(monkeypatch, 1)  # the whole query and every first-level case unknown
     # without its first-break split: its cases' local queries run on solvers of their own
@@ -291,8 +291,8 @@ def test_a_case_query_renews_its_solver_for_leaves_and_after_many_queries(monkey
     """z3 slows down on a solver that has answered many other cases, so a case at the last split
     (the one given the full time limit) is asked on a freshly encoded solver, and so is any case
     after `RENEW_AFTER` queries on one solver; the answers are the same either way."""
-    from checker import induction
-    from checker.induction import _CaseQuery
+    from checker.engines import induction
+    from checker.engines.induction import _CaseQuery
 
     system = System(CONFIGS["small"], PRESETS["current"])
     q = _CaseQuery(KInduction(system, ["conservation"]), 1, ["conservation"], "conservation")
@@ -370,7 +370,7 @@ def test_a_lemma_holds_trivially_after_an_allocation_failure() -> None:
     assert lm.body(x, bad) is False and lm.holds(x, bad) is False
     assert lm.holds(x, bad.set(oom=OOM_PREFILL)) is True and lm.body(x, bad.set(oom=OOM_PREFILL)) is False
     # the same in the symbolic interpretation: valid exactly when the body is, or the state is an OOM
-    from checker.induction import free_state, unbounded_params
+    from checker.engines.induction import free_state, unbounded_params
 
     params, cons = unbounded_params(system)
     s = free_state(system, params, "t")
@@ -385,7 +385,7 @@ def test_a_case_worker_that_dies_is_an_error_not_a_hang(monkeypatch: pytest.Monk
     instead of waiting for an answer that never comes, and proves nothing."""
     import os
 
-    from checker import induction
+    from checker.engines import induction
 
     unknown_through(monkeypatch, 0)  # the whole query unknown: its cases go to the workers
 

@@ -1,6 +1,6 @@
 """Pass invariants (specs/pass_invariants.py): facts about the PrefillAdder's pass state at the
 checkpoints of one iteration, proved link by link before the induction step asserts them
-(checker/induction.py, `KInduction._prove_pass_invariants`).
+(checker/engines/induction.py, `KInduction._prove_pass_invariants`).
 
 What must hold: each is true at every admission on concrete walks of the model (so asserting it
 loses no real behaviour); the engine proves it on the correct design; a design whose admission
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import z3
 
-from checker.induction import KInduction
+from checker.engines.induction import KInduction
 from model.designs import PRESETS
 from model.ops import Symbolic
 from model.system import System

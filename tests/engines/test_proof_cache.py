@@ -1,4 +1,4 @@
-"""The proof cache (checker/proof_cache.py): a step-case query z3 answered unsat is recorded under
+"""The proof cache (checker/engines/proof_cache.py): a step-case query z3 answered unsat is recorded under
 a hash of its exact text, and a later run takes the answer instead of asking again, so a long
 proof can be stopped and resumed. Only the same query may hit: another design, lemma set or
 candidate is another formula."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from checker.induction import SPLIT_AFTER_MS, KInduction, _CaseQuery
-from checker.proof_cache import ProofCache
+from checker.engines.induction import SPLIT_AFTER_MS, KInduction, _CaseQuery
+from checker.engines.proof_cache import ProofCache
 from model.designs import PRESETS
 from model.system import System
 from specs import properties as props_mod
@@ -28,7 +28,7 @@ LEMMAS: list[str] = []
 
 @pytest.fixture(autouse=True)
 def _whole_queries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the property's first-break split: its cases' local queries (checker/cone.py) run
+    """Without the property's first-break split: its cases' local queries (checker/engines/cone.py) run
     on solvers of their own, which the planted solver does not reach."""
     for n in PROPS:
         monkeypatch.setitem(props_mod.PROPERTIES, n, dataclasses.replace(props_mod.PROPERTIES[n], conjuncts=None))
@@ -93,7 +93,7 @@ def test_another_formula_does_not_hit(tmp_path: Path, monkeypatch: pytest.Monkey
 
 _KEY_SCRIPT = """
 import json, sys
-from checker.induction import KInduction, _CaseQuery, LEMMAS
+from checker.engines.induction import KInduction, _CaseQuery, LEMMAS
 from model.designs import PRESETS
 from model.system import System
 from specs.configs import CONFIGS
@@ -118,7 +118,7 @@ def test_keys_are_the_same_in_another_process_and_differ_by_case() -> None:
 
 
 def test_cli_proof_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from checker import proof_cache
+    from checker.engines import proof_cache
     from checker.cli import main
 
     args = ["check", "--engine", "induction", "--config", "small", "--property", "conservation", "--depth", "2",

@@ -1,4 +1,4 @@
-"""The random engine (checker/random_engine.py): the Hypothesis state machine is generated from the
+"""The random engine (checker/engines/random_engine.py): the Hypothesis state machine is generated from the
 System, finds a known bug, reports it as a replayable trace, and never claims a property holds."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from hypothesis.stateful import RuleBasedStateMachine
 
-from checker import itf
-from checker.agreement import pinned
+from checker.traces import itf
+from checker.engines.agreement import pinned
 from checker.cli import main
-from checker.random_engine import Recorder, check_config, machine_for
-from checker.trace import run_concrete
+from checker.engines.random_engine import Recorder, check_config, machine_for
+from checker.traces.trace import run_concrete
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.ops import Concrete
@@ -25,7 +25,7 @@ SESSIONS = pinned(CONFIGS["sessions"], full_tokens=(8, 8), input_len=(1, 1), max
 
 def test_machine_is_generated_from_the_system() -> None:
     system = System(CONFIGS["small"], PRESETS["current"])
-    from checker.explicit import param_points
+    from checker.engines.explicit import param_points
 
     cls = machine_for(system, list(PROPERTIES), param_points(system), Recorder())
     assert issubclass(cls, RuleBasedStateMachine)

@@ -1,5 +1,5 @@
-"""`kvmc review` (checker/review.py): base vs head, fix flags, transition-override files, git
-revisions, output formats, and `kvmc check --jobs` (checker/parallel.py)."""
+"""`kvmc review` (checker/cli/review.py): base vs head, fix flags, transition-override files, git
+revisions, output formats, and `kvmc check --jobs` (checker/cli/parallel.py)."""
 
 from __future__ import annotations
 

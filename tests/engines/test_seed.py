@@ -1,5 +1,5 @@
-"""Seeded BMC (checker/bmc.py `seeder`, checker/random_engine.py::seed_run) and the concrete shrink
-of a counterexample's numbers (checker/shrink.py).
+"""Seeded BMC (checker/engines/bmc.py `seeder`, checker/engines/random_engine.py::seed_run) and the concrete shrink
+of a counterexample's numbers (checker/engines/shrink.py).
 
 A seed may only make a counterexample cheaper to find: the depth is still the shortest, the trace
 is still z3's (re-run concretely), and a seed that breaks nothing changes no verdict."""
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from checker import bmc as bmc_mod
-from checker.bmc import BMC
-from checker.random_engine import Seed, seed_run
-from checker.run import _seeder
-from checker.shrink import EXHAUSTIVE, PinnedOracle, _candidates, _coordinates, breaks, shrink
-from checker.trace import run_concrete
+from checker.engines import bmc as bmc_mod
+from checker.engines.bmc import BMC
+from checker.engines.random_engine import Seed, seed_run
+from checker.engines.run import _seeder
+from checker.engines.shrink import EXHAUSTIVE, PinnedOracle, _candidates, _coordinates, breaks, shrink
+from checker.traces.trace import run_concrete
 from checker.verdict import Verdict
 from model.config import PAGE_MULTIPLE
 from model.designs import PRESETS
@@ -149,7 +149,7 @@ def test_a_pool_of_ten_million_tokens_is_not_ten_million_tries(monkeypatch: pyte
     """The shrink samples large ranges (`_candidates`) and skips a parameter one step above a
     failing value: minimising #27391 on a 10^7-token pool takes hundreds of concrete tries (123 at
     10^3, 401-1,816 at 10^7, depending on the model z3 starts from), not one per token."""
-    import checker.shrink as shrink_mod
+    import checker.engines.shrink as shrink_mod
     from bench._bmc_worker import scaled
 
     real = shrink_mod.breaks

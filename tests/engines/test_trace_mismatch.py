@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from checker.bmc import BMC
-from checker.trace import TraceMismatch, run_concrete
+from checker.engines.bmc import BMC
+from checker.traces.trace import TraceMismatch, run_concrete
 from checker.verdict import Verdict
 from model.designs import PRESETS, Design
 from model.ops import Concrete
@@ -31,7 +31,7 @@ def _leaks_only_in_z3(x: Ctx, s: State, r: int, site: str) -> State:
 def test_bmc_reports_a_trace_the_concrete_model_does_not_follow_as_an_encoding_bug() -> None:
     base = PRESETS["current"]
     design = Design("current+z3-only-leak", base.fixes, overrides={"cache_unfinished_req": _leaks_only_in_z3})
-    from checker.agreement import pinned
+    from checker.engines.agreement import pinned
 
     cfg = pinned(CONFIGS["small"], full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(1, 1))
     res = BMC(System(cfg, design), ["conservation"], minimize=False).run(1)["conservation"]
@@ -43,7 +43,7 @@ def test_bmc_reports_a_trace_the_concrete_model_does_not_follow_as_an_encoding_b
 
 def test_run_concrete_names_the_step_the_field_and_both_states() -> None:
     system = System(CONFIGS["small"], PRESETS["current"])
-    from checker.explicit import param_points, successors
+    from checker.engines.explicit import param_points, successors
 
     p = param_points(system)[0]
     s0 = system.init(system.ctx(Concrete(), p))

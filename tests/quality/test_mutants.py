@@ -2,7 +2,7 @@
 minimal trace (after Hypothesis's tests/quality: hard-to-find examples do get found).
 
 The cases (config pinned to a few points, property, depth of the shortest counterexample) are data
-in checker/cases.py, shared with docs/mutants.md and bench/engines.py. BMC and the explicit search
+in checker/engines/cases.py, shared with docs/mutants.md and bench/engines.py. BMC and the explicit search
 run on the same pinned points and must both report exactly the stated depth: BMC's trace is the
 shortest because every smaller depth was unsat, BFS's because it expands level by level, so two
 independent engines agreeing on the length is the minimality check. The random engine must find
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from checker.cases import MUTANT_CASES, Case, run_case
-from checker.trace import run_concrete
+from checker.engines.cases import MUTANT_CASES, Case, run_case
+from checker.traces.trace import run_concrete
 from checker.verdict import Verdict
 from model.mutants import available
 from model.ops import Concrete
@@ -32,7 +32,7 @@ IDS = [c.name for c in MUTANT_CASES]
 def test_at_least_fifteen_planted_bugs_each_documented_and_each_with_a_case() -> None:
     mods = available()
     assert len(mods) >= 15
-    assert sorted(mods) == sorted(IDS), "every mutant needs a case in checker/cases.py (and no case without a mutant)"
+    assert sorted(mods) == sorted(IDS), "every mutant needs a case in checker/engines/cases.py (and no case without a mutant)"
     for name, m in mods.items():
         doc = (m.__doc__ or "").strip()
         assert doc.startswith("Planted:"), f"{name}: docstring must say what was planted"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from checker import itf
-from checker.regen import DEFAULT_DIR, build_manifest
-from checker.replay import REPRODUCED, fixed_design, replay_events, replay_file
+from checker.traces import itf
+from checker.replay.regen import DEFAULT_DIR, build_manifest
+from checker.replay.pool import REPRODUCED, fixed_design, replay_events, replay_file
 
 FILES = sorted(DEFAULT_DIR.rglob("*.itf.json"))
 MANIFEST = DEFAULT_DIR / "MANIFEST.json"
@@ -25,13 +25,13 @@ def _id(p: Path) -> str:
 
 
 def test_there_are_counterexamples() -> None:
-    assert FILES, f"no *.itf.json under {DEFAULT_DIR}; generate them with python -m checker.regen --update"
+    assert FILES, f"no *.itf.json under {DEFAULT_DIR}; generate them with python -m checker.replay.regen --update"
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
 def test_replays_as_pinned(path: Path) -> None:
     pinned = _pinned().get(_id(path))
-    assert pinned is not None, f"{_id(path)} is not pinned in MANIFEST.json (python -m checker.regen --manifest)"
+    assert pinned is not None, f"{_id(path)} is not pinned in MANIFEST.json (python -m checker.replay.regen --manifest)"
     o = replay_file(path)
     assert o.status == pinned["expected"], o.line()
     assert o.status == REPRODUCED, o.line()
@@ -49,5 +49,5 @@ def test_fixed_design_does_not_violate(path: Path) -> None:
 
 
 def test_manifest_matches_disk() -> None:
-    assert MANIFEST.exists(), "counterexamples/MANIFEST.json is missing (python -m checker.regen --manifest)"
+    assert MANIFEST.exists(), "counterexamples/MANIFEST.json is missing (python -m checker.replay.regen --manifest)"
     assert set(_pinned()) == set(build_manifest(DEFAULT_DIR)["files"])

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from checker.cli import main
-from checker.regen import DEFAULT_DIR
-from checker.replay import DIVERGED, ERROR, replay_file, replay_trace
+from checker.replay.regen import DEFAULT_DIR
+from checker.replay.pool import DIVERGED, ERROR, replay_file, replay_trace
 from model.designs import PRESETS
 from specs.configs import CONFIGS
 

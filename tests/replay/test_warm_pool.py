@@ -1,5 +1,5 @@
 """`kvmc check` confirms its counterexamples in a forked process that imported torch while the
-search ran (checker/replay.py: WarmPool): the child's note is the in-process one, a trace that
+search ran (checker/replay/pool.py: WarmPool): the child's note is the in-process one, a trace that
 diverges is reported as such through it too, and a dead child falls back to replaying in-process."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 
-from checker import itf
-from checker.replay import WarmPool, confirm_note
+from checker.traces import itf
+from checker.replay.pool import WarmPool, confirm_note
 
 TRACE = "counterexamples/current-without-session_active/busy_check_sound.itf.json"
 

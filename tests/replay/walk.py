@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any, Iterator
 
-from checker.trace import Step, Trace
+from checker.traces.trace import Step, Trace
 from model.config import Config, concrete_params, enumerate_params
 from model.designs import Design
 from model.ops import Concrete, Infeasible

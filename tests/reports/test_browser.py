@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from checker import chart, itf
-from checker.report_html import write_html
+from checker.reports import chart
+
+from checker.traces import itf
+from checker.reports.html import write_html
 
 from .test_reports import has_colour, hex_rgb, png_pixels, png_size
 

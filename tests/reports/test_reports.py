@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from checker import chart, itf
-from checker.report_html import html, use_color
+from checker.reports import chart
+
+from checker.traces import itf
+from checker.reports.html import html, use_color
 from model.ops import Concrete
 from model.system import System
 from specs.properties import ledger

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from checker.trace import run_concrete
+from checker.traces.trace import run_concrete
 from model.config import Config, Params, concrete_params
 from model.designs import Design
 from model.invariant_checker import BusyCheck, self_check_during_busy

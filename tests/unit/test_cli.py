@@ -82,7 +82,7 @@ def test_entry_point_installed() -> None:
 def test_piped_progress_keeps_every_dropped_candidate(capsys: pytest.CaptureFixture[str]) -> None:
     """Piped, proof-phase lines are thinned to one per PHASE_EVERY_S, except a candidate Houdini
     drops (the line that says why a property was not proved)."""
-    from checker.cli import ProgressPrinter
+    from checker.cli.app import ProgressPrinter
 
     pr = ProgressPrinter(True)
     pr.tty = False

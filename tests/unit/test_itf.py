@@ -12,9 +12,9 @@ from typing import Any
 import itf_py
 import pytest
 
-from checker import itf
-from checker.run import run_check
-from checker.trace import TraceMismatch, Trace, run_concrete
+from checker.traces import itf
+from checker.engines.run import run_check
+from checker.traces.trace import TraceMismatch, Trace, run_concrete
 from model.designs import PRESETS
 from model.system import System
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from checker.run import run_check
-from checker.trace import run_concrete
+from checker.engines.run import run_check
+from checker.traces.trace import run_concrete
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.ops import Concrete

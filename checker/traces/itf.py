@@ -30,7 +30,7 @@ from model.designs import FIXES, SGLANG_COMMIT, Design
 from model.state import FIELD_NAMES, State
 from model.system import ACTIONS
 
-from .trace import Step, Trace
+from checker.traces.trace import Step, Trace
 
 KVMC_VERSION = "0.1.0"
 ACTION_TAKEN = "mbt::actionTaken"

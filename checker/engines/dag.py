@@ -1,5 +1,5 @@
-"""One walk over a z3 term DAG, shared by the proof cache's digests (checker/proof_cache.py) and the
-local queries' symbol sets (checker/cone.py): a step query is a DAG of a few thousand distinct
+"""One walk over a z3 term DAG, shared by the proof cache's digests (checker/engines/proof_cache.py) and the
+local queries' symbol sets (checker/engines/cone.py): a step query is a DAG of a few thousand distinct
 terms under tens of thousands of references, so each term is visited once."""
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ import model.system  # noqa: F401  (registers every transition)
 from model.designs import PRESETS, Design
 from model.transition import REGISTRY
 
-from .verdict import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION
+from checker.verdict import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION
 
 
 class PatchError(ValueError):
@@ -132,7 +132,7 @@ class Side:
     rev: str | None = None  # git revision of model/ and specs/
 
     def design(self) -> Design:
-        from .cli import build_design
+        from checker.cli.common import build_design
 
         d = build_design(self.preset, list(self.without), list(self.with_), list(self.mutants))
         if self.patches:
@@ -170,11 +170,11 @@ class Job:
 
 def run_job(job: Job) -> dict[str, Any]:
     """Check one (side, config) and return plain data; counterexamples are written here."""
-    from . import itf
-    from .explain import explain
-    from .replay import confirm_note
-    from .run import engine_check_config
-    from .trace import step_table
+    from checker.traces import itf
+    from checker.traces.explain import explain
+    from checker.replay.pool import confirm_note
+    from checker.engines.run import engine_check_config
+    from checker.traces.trace import step_table
     from specs.configs import CONFIGS
     from specs.lemmas import LEMMAS
 
@@ -203,7 +203,7 @@ def run_job(job: Job) -> dict[str, Any]:
             d["step_table"] = step_table(r.trace, line)
         cti = r.meta.get("cti")
         if cti is not None:
-            from .induction import cti_path
+            from checker.engines.induction import cti_path
 
             path = cti_path(Path(job.out) / job.side.label, design, name, job.config, many=True)
             itf.write(path, cti, {"verdict": "counterexample to induction", "property": name})
@@ -215,7 +215,8 @@ def run_job(job: Job) -> dict[str, Any]:
 
 
 def _in_pool_worker() -> None:
-    from . import induction, run
+    from checker.engines import induction
+    from checker.engines import run
 
     run.BACKGROUND_PROOF = False  # the pool's other workers already use the cores
     induction.CASE_WORKERS = 1
@@ -278,7 +279,7 @@ def run_rev_side(side: Side, jobs: list[Job], n: int) -> list[dict[str, Any]]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([tmp, str(_repo_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         payload = json.dumps({"jobs": [_job_dict(j) for j in jobs], "n": n})
-        proc = subprocess.run([sys.executable, "-m", "checker.review", "--run-jobs"], input=payload, text=True,
+        proc = subprocess.run([sys.executable, "-m", "checker.cli.review", "--run-jobs"], input=payload, text=True,
                               capture_output=True, cwd=tmp, env=env)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -306,7 +307,7 @@ def _job_from(d: dict[str, Any]) -> Job:
 
 
 def _subprocess_main() -> int:
-    """`python -m checker.review --run-jobs`: JSON jobs on stdin, JSON results on stdout."""
+    """`python -m checker.cli.review --run-jobs`: JSON jobs on stdin, JSON results on stdout."""
     data = json.loads(sys.stdin.read())
     res = _pool_run([_job_from(d) for d in data["jobs"]], int(data["n"]))
     print(json.dumps(res))
@@ -539,8 +540,8 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
 
 
 def cmd_review(args: Any) -> int:
-    """Entry point from checker/cli.py (`kvmc review`)."""
-    from .cli import UsageError, lemma_selection, validate_selection
+    """Entry point from checker/cli/app.py (`kvmc review`)."""
+    from checker.cli.common import UsageError, lemma_selection, validate_selection
 
     props, configs = validate_selection(args)
     lemma_selection(args)  # validates --without-lemma's names and engine
@@ -583,7 +584,7 @@ def cmd_review(args: Any) -> int:
 
 
 def add_parser(sub: Any) -> Any:
-    """`kvmc review` options (called by checker/cli.py::parser)."""
+    """`kvmc review` options (called by checker/cli/app.py::parser)."""
     pr = sub.add_parser("review", help="compare every property between two designs (or two model revisions)")
     pr.add_argument("--base", default="current", help=f"base preset: {', '.join(PRESETS)} (default current)")
     pr.add_argument("--head", default=None, help="head preset (default: the base preset)")

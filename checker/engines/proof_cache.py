@@ -1,6 +1,6 @@
 """A store of settled step-case queries, so a long proof can be stopped and resumed.
 
-A k-induction step query that z3 cannot answer whole is split into cases (checker/induction.py);
+A k-induction step query that z3 cannot answer whole is split into cases (checker/engines/induction.py);
 on `hybrid_swa_hicache` one property's step is thousands of case queries and hours of solver
 time, more than one sitting. With `kvmc check --proof-cache DIR`, every case query z3 answers
 `unsat` is recorded under a SHA-256 of the query itself: the z3 version, the whole encoded formula (model,
@@ -33,7 +33,7 @@ from typing import Any
 
 import z3
 
-from .dag import fold
+from checker.engines.dag import fold
 
 
 class ProofCache:

@@ -2,7 +2,7 @@
 combined report.
 
 `--all` checks every release preset (with the command's `--without/--with/--mutant` applied to
-each); without it, the one `--design`. Each (design, config) pair is one job (checker/review.py's
+each); without it, the one `--design`. Each (design, config) pair is one job (checker/cli/review.py's
 `run_job`: the chosen engine on all selected properties, every property to the end, its own
 counterexamples written as `<out>/<design>/<property>.<config>.itf.json`), run `--jobs` at a time
 (default: the CPU count). Exit status as for `kvmc check` (checker/verdict.py::exit_code).
@@ -16,12 +16,12 @@ from typing import Any
 
 from model.designs import PRESETS
 
-from .verdict import Verdict, exit_code
+from checker.verdict import Verdict, exit_code
 
 
 def cmd_check_parallel(args: Any) -> int:
-    from .cli import build_design, validate_selection
-    from .review import Job, Side, run_jobs
+    from checker.cli.common import build_design, validate_selection
+    from checker.cli.review import Job, Side, run_jobs
 
     designs = list(PRESETS) if args.all else [args.design]
     for d in designs:

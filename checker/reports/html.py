@@ -3,7 +3,7 @@ terminal, and one self-contained HTML page (inline CSS, JS and SVG; nothing fetc
 
 The page shows the trace as a table (per step: the action's choices, only the fields that changed,
 who owns each pool's slots, SGLang's busy check) with the violated property last, its equation and
-values (checker/explain.py), and above it a stacked chart per pool (checker/chart.py) so a leak, a
+values (checker/traces/explain.py), and above it a stacked chart per pool (checker/reports/chart.py) so a leak, a
 slot owned twice or a false alarm of the busy check stands out. Every number is the model's own
 (ledger, counters, busy check evaluated concretely on the recorded states); nothing re-derives it.
 SGLang commit modelled: d55f1c28.
@@ -22,8 +22,8 @@ from typing import IO, Any
 from model.designs import SGLANG_COMMIT
 from model.system import System
 
-from . import chart
-from .trace import Trace, describe_picks, diff, initial_summary, step_table
+from checker.reports import chart
+from checker.traces.trace import Trace, describe_picks, diff, initial_summary, step_table
 
 KVMC_VERSION = "0.1.0"
 
@@ -209,7 +209,7 @@ def html(trace: Trace) -> str:
 def _explain(system: System, trace: Trace) -> str:
     if not trace.prop:
         return ""
-    from .explain import explain
+    from checker.traces.explain import explain
 
     try:
         return explain(system, trace.prop, trace.params, trace.states[-1])

@@ -8,7 +8,7 @@ to the same depth, and a violation must have the same length: BMC's counterexamp
 (every smaller depth was unsat) and so is BFS's first violating level.
 
 `equivalent_designs(cfg)` groups the release presets that set every fix the config exercises
-(`checker/run.py::FIX_FEATURES`) the same way: on that config they are one model, so one check
+(`checker/engines/run.py::FIX_FEATURES`) the same way: on that config they are one model, so one check
 covers the group.
 """
 
@@ -22,11 +22,12 @@ from model.config import Config
 from model.designs import FIXES, PRESETS, Design
 from model.system import System
 
-from .bmc import BMC, Result
-from .explicit import Explorer
-from .run import FIX_FEATURES, features
-from .trace import step_table
-from .verdict import Verdict
+from checker.engines.bmc import BMC
+from checker.engines.results import Result
+from checker.engines.explicit import Explorer
+from checker.engines.run import FIX_FEATURES, features
+from checker.traces.trace import step_table
+from checker.verdict import Verdict
 
 
 def pinned(cfg: Config, **narrow: tuple[int, int]) -> Config:

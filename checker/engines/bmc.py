@@ -10,7 +10,7 @@ A found model is made readable (smallest pools first, then lengths, by repeated 
 re-run through the concrete interpretation: a trace the concrete model does not follow is an
 encoding bug, raised as `TraceMismatch`, never reported as a counterexample.
 
-A `seeder` (the random engine's `seed_run`, wired by checker/run.py) may be asked for a concrete
+A `seeder` (the random engine's `seed_run`, wired by checker/engines/run.py) may be asked for a concrete
 run of exactly t steps that breaks a property, before depth t's query, when depth t - 1's queries
 cost z3 at least `SEED_AFTER_WORK` units of its `rlimit count` (about 0.1-0.2 s here; the next
 depth costs several times as much). A count, not a clock: the same check asks the same hunts and
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import z3
@@ -35,26 +34,11 @@ from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES, Property
 
-from .encode import ModelOracle, Unrolling, eval_params, eval_state
-from .shrink import OBJECTIVE_ORDER, shrink
-from .trace import Step, Trace, TraceMismatch, run_concrete
-from .verdict import Verdict
-
-
-@dataclass
-class Result:
-    property: str
-    verdict: Verdict
-    depth: int  # violation depth, or the bound reached
-    trace: Trace | None = None
-    witness_depth: int | None = None
-    reason: str = ""
-    seconds: float = 0.0
-    solver_seconds: float = 0.0
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def words(self) -> str:
-        return self.verdict.words(self.depth)
+from checker.engines.encode import ModelOracle, Unrolling, eval_params, eval_state
+from checker.engines.results import Result
+from checker.engines.shrink import OBJECTIVE_ORDER, shrink
+from checker.traces.trace import Step, Trace, TraceMismatch, run_concrete
+from checker.verdict import Verdict
 
 
 Progress = Callable[[int, float, dict[str, str]], None]
@@ -161,7 +145,7 @@ class BMC:
 
     # -- readable counterexamples -------------------------------------------------------------------
     def _objectives(self, u: Unrolling) -> list[tuple[tuple[str, ...], Any]]:
-        """(parameter names, their sum) per objective, in `checker/shrink.py`'s order: pools, then
+        """(parameter names, their sum) per objective, in `checker/engines/shrink.py`'s order: pools, then
         lengths, then knobs; an objective the bounds leave constant is left out."""
         out = []
         for names in OBJECTIVE_ORDER:
@@ -174,7 +158,7 @@ class BMC:
         """Smaller numbers for a failing model, objective by objective, within `minimize_rounds`
         queries. Returns (the smallest model found, whether the solver gave up on a query).
 
-        Each objective starts, and each round goes on, from the numbers `checker/shrink.py` finds
+        Each objective starts, and each round goes on, from the numbers `checker/engines/shrink.py` finds
         for the schedule concretely (one parameter at a time, milliseconds a try, the objectives
         already tightened left as they are), so a round ends on a local minimum instead of just
         below the last model (#23174: 12 rounds, 7 s, lowering sums one by one, before; 5 rounds

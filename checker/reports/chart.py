@@ -29,7 +29,7 @@ from model.radix_cache import counters
 from model.system import System
 from specs.properties import ledger
 
-from .trace import Trace
+from checker.traces.trace import Trace
 
 # stacking order, bottom to top, and the colours used by both renderers (and the HTML legend)
 SEGMENTS: tuple[tuple[str, str, str], ...] = (

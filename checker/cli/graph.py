@@ -3,7 +3,7 @@
     kvmc graph --design current --config small --depth 3 --out small.dot
 
 Violating states are filled red and labelled with the properties they violate; initial states are
-boxes; an edge is labelled with its successor index (the deterministic order of checker/explicit.py,
+boxes; an edge is labelled with its successor index (the deterministic order of checker/engines/explicit.py,
 by which a trace replays). Above `--max-states` nothing is written and the command says how deep
 the graph would fit (exit status 2).
 """
@@ -18,8 +18,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from specs.configs import CONFIGS
     from specs.properties import PROPERTIES
 
-    from .cli import UsageError, _choices, build_design
-    from .explicit import StateCapExceeded, export_graph
+    from checker.cli.common import UsageError, _choices, build_design
+    from checker.engines.explicit import StateCapExceeded, export_graph
 
     design = build_design(args.design, args.without, args.with_, args.mutant)
     _choices("config", args.config, list(CONFIGS))
@@ -46,8 +46,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    from .cli import add_design_options
-    from .explicit import DEFAULT_GRAPH_CAP
+    from checker.cli.common import add_design_options
+    from checker.engines.explicit import DEFAULT_GRAPH_CAP
 
     pg = sub.add_parser("graph", help="write the explicit engine's reachable state graph as graphviz DOT")
     add_design_options(pg)

@@ -16,7 +16,7 @@ the `System` (model/system.py) alone:
 
 A failure is the shortest failing run Hypothesis executed (it replays while shrinking; every
 failing replay is recorded, the shortest kept). It is re-run through the concrete model
-(checker/trace.py::run_concrete) and reported as a `Trace` with engine "random", so the CLI
+(checker/traces/trace.py::run_concrete) and reported as a `Trace` with engine "random", so the CLI
 prints the same report and writes the same ITF file as for BMC.
 
 Verdicts: `violated at depth d`, or `unknown` when no run failed: random testing claims nothing
@@ -40,10 +40,10 @@ from model.ops import Concrete, Infeasible
 from model.system import System
 from specs.properties import PROPERTIES
 
-from .bmc import Result
-from .explicit import param_points
-from .trace import Step, Trace, run_concrete
-from .verdict import Verdict
+from checker.engines.results import ConfigReport, Result
+from checker.engines.explicit import param_points
+from checker.traces.trace import Step, Trace, run_concrete
+from checker.verdict import Verdict
 
 DEFAULT_EXAMPLES = 200  # runs per property (each at most `depth` steps)
 
@@ -239,7 +239,7 @@ class Seed:
 def seed_run(system: System, props: list[str], depth: int, examples: int | None = None,
              give_up: Callable[[], bool] | None = None) -> Seed | None:
     """A run of exactly `depth` steps that breaks one of `props`, drawn over the config's symbolic
-    bounds, or None. The BMC asks for one before a depth's query (checker/bmc.py, `seeder`): pinned
+    bounds, or None. The BMC asks for one before a depth's query (checker/engines/bmc.py, `seeder`): pinned
     to its parameters and choices, z3 answers at once, and the model it gives is minimised and
     re-run like any other, so the trace is still z3's and still the shortest (every shorter depth
     was unsat). A failing run shorter than `depth` is not a seed (it cannot happen when the BMC
@@ -260,10 +260,9 @@ def seed_run(system: System, props: list[str], depth: int, examples: int | None 
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
                  timeout_ms: int = 0, progress: Any = None, minimize: bool = True,
                  keep_going: bool = True, examples: int = DEFAULT_EXAMPLES) -> Any:
-    """`checker/run.py::check_config` for the random engine: one generated machine per property,
+    """`checker/engines/run.py::check_config` for the random engine: one generated machine per property,
     `examples` runs of at most `depth` steps each (`prove`, `timeout_ms`, `minimize` have no
     effect: Hypothesis shrinks every failure)."""
-    from .run import ConfigReport
 
     t0 = time.perf_counter()
     system = System(cfg, design)

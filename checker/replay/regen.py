@@ -1,8 +1,8 @@
 """Regenerate and pin the checked-in counterexamples (counterexamples/).
 
-    python -m checker.regen            # check: every trace replays as MANIFEST.json pins it (exit 1 if not)
-    python -m checker.regen --manifest # rewrite MANIFEST.json from the traces on disk (after a review)
-    python -m checker.regen --update   # re-run `kvmc check` for each known bug, then rewrite MANIFEST.json
+    python -m checker.replay.regen            # check: every trace replays as MANIFEST.json pins it (exit 1 if not)
+    python -m checker.replay.regen --manifest # rewrite MANIFEST.json from the traces on disk (after a review)
+    python -m checker.replay.regen --update   # re-run `kvmc check` for each known bug, then rewrite MANIFEST.json
 
 `--update` re-runs exactly the checks listed in KNOWN_BUGS through `kvmc check ... --out DIR`
 (the traces are only ever written by kvmc check), so a change of the model that changes a verdict
@@ -37,8 +37,8 @@ def traces(directory: Path) -> list[Path]:
 
 
 def entry(path: Path, directory: Path) -> dict[str, Any]:
-    from . import itf
-    from .replay import fixed_design, replay_events, replay_trace
+    from checker.traces import itf
+    from checker.replay.pool import fixed_design, replay_events, replay_trace
 
     t = itf.read(path)
     o = replay_trace(t, "cpu", str(path))
@@ -66,7 +66,7 @@ def _current_on() -> set[str]:
 
 def build_manifest(directory: Path) -> dict[str, Any]:
     return {
-        "about": "pinned results of `kvmc replay` on every trace here; regenerate with python -m checker.regen --manifest",
+        "about": "pinned results of `kvmc replay` on every trace here; regenerate with python -m checker.replay.regen --manifest",
         "files": {str(p.relative_to(directory)): entry(p, directory) for p in traces(directory)},
     }
 
@@ -85,7 +85,7 @@ def compare(directory: Path) -> list[str]:
     """Differences between MANIFEST.json and what the traces on disk do now."""
     path = directory / "MANIFEST.json"
     if not path.exists():
-        return [f"{path} is missing; create it with python -m checker.regen --manifest"]
+        return [f"{path} is missing; create it with python -m checker.replay.regen --manifest"]
     pinned = json.loads(path.read_text()).get("files", {})
     now = build_manifest(directory)["files"]
     out = []
@@ -128,7 +128,7 @@ def update(directory: Path, depth: int | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m checker.regen", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m checker.replay.regen", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=str(DEFAULT_DIR), help="counterexample directory (default counterexamples/)")
     ap.add_argument("--update", action="store_true", help="re-run kvmc check for every known bug, then rewrite the manifest")
     ap.add_argument("--manifest", action="store_true", help="rewrite MANIFEST.json from the traces on disk")
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     diffs = compare(d)
     for line in diffs:
         print(line)
-    print("manifest matches" if not diffs else f"{len(diffs)} difference(s); if intended: python -m checker.regen --manifest")
+    print("manifest matches" if not diffs else f"{len(diffs)} difference(s); if intended: python -m checker.replay.regen --manifest")
     return 1 if diffs else 0
 
 

@@ -25,9 +25,9 @@ from model.ops import Concrete, Infeasible
 from model.system import System
 from specs.properties import PROPERTIES
 
-from .trace import TraceMismatch, run_concrete
+from checker.traces.trace import TraceMismatch, run_concrete
 
-# the BMC's objectives (checker/bmc.py::BMC._objectives), in order; warm_device / warm_host are
+# the BMC's objectives (checker/engines/bmc.py::BMC._objectives), in order; warm_device / warm_host are
 # flags, not sizes, and stay as found
 OBJECTIVE_ORDER = (("full_tokens", "swa_tokens", "warm_len", "req_pool_size"),
                    ("input_len", "max_new_tokens"),

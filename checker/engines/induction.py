@@ -7,7 +7,7 @@ model's well-formedness of parameters (`System.params_ok`: positive pools, lengt
 multiples). Only the config's *shape* is fixed (number of request slots, tree atoms, page size,
 which features are on). So `proved` covers every pool size and length, for that shape.
 
-Base case: bounded model checking from the initial state to depth k (checker/bmc.py, run with the
+Base case: bounded model checking from the initial state to depth k (checker/engines/bmc.py, run with the
 same unbounded parameters); it also checks every lemma, and a lemma that fails there is never
 assumed. Step case: from *any* k consecutive states (not only reachable ones) in which the
 candidate invariants hold, with enabled transitions between them, they all hold in the next state.
@@ -46,12 +46,12 @@ from specs.lemmas import LEMMAS
 from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
-from . import proof_cache
-from .cone import Cone, state_symbols
-from .bmc import BMC
-from .encode import ModelOracle, _freshen, eval_params, eval_state
-from .trace import Step, Trace, first_difference
-from .verdict import Verdict
+from checker.engines import proof_cache
+from checker.engines.cone import Cone, state_symbols
+from checker.engines.bmc import BMC
+from checker.engines.encode import ModelOracle, _freshen, eval_params, eval_state
+from checker.traces.trace import Step, Trace, first_difference
+from checker.verdict import Verdict
 
 
 def unbounded_params(system: System) -> tuple[Params, list[Any]]:
@@ -134,7 +134,7 @@ class HoudiniResult:
     queries: int = 0
     split_cases: int = 0  # queries the solver could not answer whole, split into cases
     cached: int = 0  # case queries answered from the proof cache (`--proof-cache`), not by z3
-    local: int = 0  # first-break cases closed by a local query (checker/cone.py, `_CaseQuery._local`)
+    local: int = 0  # first-break cases closed by a local query (checker/engines/cone.py, `_CaseQuery._local`)
     skipped: int = 0  # cases split without being asked (their level was nearly always unknown, or a run before gave up on them)
     # property -> the candidates it follows from at one state (`KInduction._consequences`): its
     # step query is not asked
@@ -156,7 +156,7 @@ NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 # A split level whose cases z3 nearly always gives up on is not asked any more: its cases are split
 # at once (splitting is always sound; only the cost changes). On hybrid_swa_hicache's conservation
 # step, 40 of 42 request-status cases were unknown after SPLIT_AFTER_MS, 15 s each for nothing.
-# a first-break case's local query (checker/cone.py): on hybrid_swa_hicache's conservation most
+# a first-break case's local query (checker/engines/cone.py): on hybrid_swa_hicache's conservation most
 # are unsat in at most 0.6 s or sat in at most 2.8 s, but the SWA conjunct's last sub-step (the
 # iteration's branches merged) is unsat in 18 s locally and unknown after 15 s whole; an unknown
 # or sat local answer leaves the case to be asked whole
@@ -202,7 +202,7 @@ def checkpoint_states(pre: State, checkpoints: list[tuple[str, Any, State]]) -> 
 
 def named_symbols(states: list[State], index: dict[str, int], ghosts: dict[str, Any]) -> list[set[int]]:
     """Per state of `states` (`checkpoint_states`), the ids of the symbols that name it, and those
-    of the ghost values recorded there (`x.ghost`): a local query (checker/cone.py) cuts a ghost's
+    of the ghost values recorded there (`x.ghost`): a local query (checker/engines/cone.py) cuts a ghost's
     definition where it cuts its state's."""
     named = [state_symbols(st, FIELD_NAMES) for st in states]
     for label, g in ghosts.items():
@@ -359,7 +359,7 @@ class KInduction:
                  progress: Callable[[str], None] | None = None, workers: int = 1,
                  cache: proof_cache.ProofCache | None = None) -> None:
         self.system = system
-        # settled case queries (checker/proof_cache.py); default: the one `--proof-cache` opened
+        # settled case queries (checker/engines/proof_cache.py); default: the one `--proof-cache` opened
         self.cache = cache if cache is not None else proof_cache.ACTIVE
         self.props = props
         self.lemmas = list(LEMMAS) if lemmas is None else lemmas
@@ -511,7 +511,7 @@ class KInduction:
         """Which pass invariants hold at every one of their checkpoints of the step, from states
         where the active candidates hold: name -> "" when proved, else why not. Link by link
         (specs/pass_invariants.py): at the first checkpoint from the state before the step, at
-        each later one from the one before, each a local query (checker/cone.py) over the sub-steps
+        each later one from the one before, each a local query (checker/engines/cone.py) over the sub-steps
         up to it. Every link unsat: each link is implied by the step query's own assertions, so
         asserting them (`_encode`'s `facts`) removes no model of it. Cached per active set."""
         key = frozenset(active)
@@ -767,7 +767,7 @@ class KInduction:
 
 
 def _key_names(k: int, what: str, active: list[str]) -> tuple[str, str, str]:
-    """The names in a proof-cache key (checker/proof_cache.py): k, which query, the active set."""
+    """The names in a proof-cache key (checker/engines/proof_cache.py): k, which query, the active set."""
     return f"k={k}", what, "active=" + ",".join(sorted(active))
 
 
@@ -794,7 +794,7 @@ class _CaseQuery:
         self._digest = ""  # of the encoded formula; the same for every fresh encoding
         self._dg = proof_cache.Digest()
         self.last_cached = False  # the last `ask` was answered by the proof cache
-        self.last_local = False  # ... or by its sub-step's local query (checker/cone.py)
+        self.last_local = False  # ... or by its sub-step's local query (checker/engines/cone.py)
         self.level_answers: dict[int, list[int]] = {}  # split level -> [unknown answers, answers]
 
     def note(self, path: tuple[int, ...], answer: str) -> None:
@@ -840,7 +840,7 @@ class _CaseQuery:
                        + (f" ({self.labels[lv][i]})" if lv in self.labels else "") for lv, i in enumerate(path))
 
     def key(self, path: tuple[int, ...]) -> str:
-        """The proof cache's key of this case query (checker/proof_cache.py)."""
+        """The proof cache's key of this case query (checker/engines/proof_cache.py)."""
         if not self._digest:
             self._digest = self._dg.formula(self.solver)
         cases = [self.dims[lv][1][i] for lv, i in enumerate(path)]
@@ -892,7 +892,7 @@ class _CaseQuery:
         return [self.acts[c] if c in self.active else z3.Not(self.acts[c]) for c in self.acts]
 
     def _local(self, path: tuple[int, ...], cases: list[Any]) -> Any:
-        """A first-break case on its local queries (checker/cone.py), parts of the case query: so
+        """A first-break case on its local queries (checker/engines/cone.py), parts of the case query: so
         unsat there is unsat here. First, for the first-break case alone, its sub-step with the
         state it starts from left free (LOCAL_MS; an eviction's node: at most 0.6 s); then the
         case (and its further splits) with every sub-step before it, those after it left free
@@ -973,8 +973,8 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
     k-induction step case for k = 1 .. min(depth, max_k); see the module docstring. The BMC stops
     once every property is proved and exercised, or after depth K when the k's are used up (a
     proved property still waits for its witness, up to `depth`). Returns a
-    `checker.run.ConfigReport`; a proved property gets `Verdict.PROVED` with depth = k."""
-    from .run import ConfigReport
+    `checker.engines.run.ConfigReport`; a proved property gets `Verdict.PROVED` with depth = k."""
+    from checker.engines.results import ConfigReport
 
     t0 = time.perf_counter()
     system = System(cfg, design)
@@ -1059,7 +1059,7 @@ def cti_path(out_dir: str | Path, design: Any, prop: str, config: str, many: boo
 def write_ctis(report: Any, out_dir: str | Path) -> dict[tuple[str, str], str]:
     """Write every counterexample to induction of a report as ITF; returns (config, property) -> path
     (also stored in the result's meta as `cti_path`)."""
-    from . import itf
+    from checker.traces import itf
 
     todo = [(c, r) for c in report.configs for r in c.results.values() if r.meta.get("cti") is not None]
     written: dict[tuple[str, str], str] = {}

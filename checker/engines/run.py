@@ -2,9 +2,9 @@
 all go through here.
 
 Strategy per config (engine "bmc", the default):
-1. Bounded model checking, incremental over depth, all selected properties at once (checker/bmc.py).
+1. Bounded model checking, incremental over depth, all selected properties at once (checker/engines/bmc.py).
 2. Once every property has its witness (so none is vacuous) and no violation was found, and if
-   proofs are on, the 1-induction step case is tried with the lemmas (checker/induction.py), in a
+   proofs are on, the 1-induction step case is tried with the lemmas (checker/engines/induction.py), in a
    forked process while the BMC goes on, with the case splits of `--engine induction` (a step
    query z3 cannot answer whole is split into exhaustive cases). If it closes, every open property
    holds at every depth: the verdict is `proved (k=1)` and the BMC stops inside the depth it is on.
@@ -19,7 +19,6 @@ A violation stops the whole check unless `keep_going` (TLC's default is the same
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,8 +29,9 @@ from specs.lemmas import LEMMAS
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
 
-from .bmc import BMC, Result
-from .verdict import Verdict
+from checker.engines.bmc import BMC
+from checker.engines.results import ConfigReport, Report
+from checker.verdict import Verdict
 
 # which config features exercise which fix (to look where a bug can be first)
 FIX_FEATURES: dict[str, tuple[str, ...]] = {
@@ -72,29 +72,6 @@ def order_configs(names: list[str], design: Design, baseline: Design | None) -> 
     return sorted(names, key=lambda n: (score(n), names.index(n)))
 
 
-@dataclass
-class ConfigReport:
-    config: str
-    results: dict[str, Result]
-    seconds: float
-    proof: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Report:
-    design: Design
-    configs: list[ConfigReport]
-    depth: int
-    seconds: float
-    stopped_early: bool = False
-
-    def verdicts(self) -> list[Verdict]:
-        return [r.verdict for c in self.configs for r in c.results.values()]
-
-    def violations(self) -> list[tuple[str, Result]]:
-        return [(c.config, r) for c in self.configs for r in c.results.values() if r.verdict is Verdict.VIOLATED]
-
-
 Progress = Callable[[str, int, float, dict[str, str]], None]
 
 
@@ -113,9 +90,9 @@ def _houdini(system: System, props: list[str], lemmas: list[str], timeout_ms: in
              tell: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Houdini at k=1 over `props` and `lemmas`; the properties left in the inductive set are
     proved even when others are not. Each step query gets `timeout_ms`; with `split` a query z3
-    cannot answer whole is split into cases (checker/induction.py), without it the query is
+    cannot answer whole is split into cases (checker/engines/induction.py), without it the query is
     unknown and nothing is proved (on hybrid_swa the whole step query runs for many minutes)."""
-    from .induction import KInduction
+    from checker.engines.induction import KInduction
 
     h = KInduction(system, props, lemmas=lemmas, timeout_ms=timeout_ms, progress=tell).houdini(1, split_on_unknown=split)
     failed = [p for p in props if p not in h.proved]
@@ -222,11 +199,11 @@ class ProofAttempt:
 
 
 def _seeder(system: System) -> Any:
-    """The BMC's seed hunt (checker/bmc.py): a random run of the same model, over the same bounds
+    """The BMC's seed hunt (checker/engines/bmc.py): a random run of the same model, over the same bounds
     (Hypothesis is imported at the first hunt: a check that never needs one does not pay for it)."""
 
     def hunt(depth: int, props: list[str], give_up: Callable[[], bool]) -> Any:
-        from .random_engine import seed_run
+        from checker.engines.random_engine import seed_run
 
         return seed_run(system, props, depth, give_up=give_up)
 
@@ -293,10 +270,10 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
 
 # engine name -> module defining `check_config` with the signature of `check_config` above
 ENGINES: dict[str, str] = {
-    "bmc": "checker.run",
-    "explicit": "checker.explicit",
-    "random": "checker.random_engine",
-    "induction": "checker.induction",
+    "bmc": "checker.engines.run",
+    "explicit": "checker.engines.explicit",
+    "random": "checker.engines.random_engine",
+    "induction": "checker.engines.induction",
 }
 
 

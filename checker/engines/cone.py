@@ -1,6 +1,6 @@
 """A first-break case's local queries: the part of a step query that one sub-step depends on.
 
-A first-break case (checker/induction.py, `first_break`) asks whether one sub-step of an iteration,
+A first-break case (checker/engines/induction.py, `first_break`) asks whether one sub-step of an iteration,
 from checkpoint i-1 to checkpoint i, can break a ledger conjunct that held at i-1. In the induction
 step the state at every checkpoint is named (model/ops.py, `Symbolic.checkpoint`: a fresh symbol
 per changed field, tied to its value by an equality), so a sub-step's own definitions are a small
@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 import z3
 
-from .dag import fold
+from checker.engines.dag import fold
 
 
 def _symbol(e: Any) -> bool:

@@ -1,7 +1,7 @@
 """`kvmc replay`: run a counterexample on the torch pool (pool/) as a refinement check.
 
 For each trace file:
-1. read it strictly (checker/itf.py; a malformed file is an `ItfError`: one line naming the file,
+1. read it strictly (checker/traces/itf.py; a malformed file is an `ItfError`: one line naming the file,
    the step and the field, exit status 2);
 2. refuse a trace planted with a model mutant that has no pool counterpart (pool/mutants.py):
    `not replayable`, exit status 2;
@@ -27,10 +27,8 @@ corrupt trace, not replayable). Bad input wins over divergence: fix the input fi
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
-import glob
 import sys
 import time
 from dataclasses import dataclass
@@ -41,8 +39,8 @@ from typing import Any
 from model.designs import PRESETS, Design
 from model.state import FIELD_NAMES, State
 
-from .itf import ItfError
-from .trace import Trace, TraceMismatch
+from checker.traces.itf import ItfError
+from checker.traces.trace import Trace, TraceMismatch
 
 REPRODUCED, PASSED, DIVERGED, ERROR, NOT_REPLAYABLE = "reproduced", "passed", "diverged", "error", "not replayable"
 
@@ -161,7 +159,7 @@ def validate(trace: Trace, file: str) -> None:
     """Re-run the trace through the concrete model: a trace the model does not follow is corrupt."""
     from model.system import System
 
-    from .trace import run_concrete
+    from checker.traces.trace import run_concrete
 
     try:
         run_concrete(System(trace.cfg, trace.design), trace.params, trace.actions, expected=trace.states, check_frames=False)
@@ -266,7 +264,7 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
 
 
 def replay_file(path: str | Path, device: str = "cpu") -> Outcome:
-    from . import itf
+    from checker.traces import itf
 
     try:
         trace = itf.read(path)
@@ -319,71 +317,6 @@ def replay_events(trace: Trace, design: Design, device: str = "cpu", props: list
 def confirm(trace: Trace, device: str = "cpu") -> Outcome:
     """Replay a counterexample `kvmc check` just found (no model re-run: the engine already did)."""
     return replay_trace(trace, device, f"{trace.design.name}/{trace.prop}", check_model=False, expect_violation=True)
-
-
-# -- CLI ---------------------------------------------------------------------------------------------
-def expand(patterns: list[str]) -> list[str]:
-    out: list[str] = []
-    for p in patterns:
-        if any(c in p for c in "*?["):
-            hits = sorted(glob.glob(p, recursive=True))
-            out.extend(hits or [p])
-        elif Path(p).is_dir():
-            out.extend(sorted(str(f) for f in Path(p).rglob("*.itf.json")))
-        else:
-            out.append(p)
-    return out
-
-
-def check_device(device: str) -> str:
-    import torch
-
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"unknown device {device!r}; expected cpu or cuda")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here (torch.cuda.is_available() is False); use --device cpu")
-    return device
-
-
-def exit_status(outcomes: list[Outcome]) -> int:
-    if any(o.status in (ERROR, NOT_REPLAYABLE) for o in outcomes):
-        return 2
-    if any(o.status == DIVERGED for o in outcomes):
-        return 1
-    return 0
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    import json
-
-    try:
-        device = check_device(args.device)
-    except ValueError as e:
-        print(f"kvmc: error: {e}", file=sys.stderr)
-        return 2
-    files = expand(args.files)
-    if not files:
-        print("kvmc: error: no trace files given (expected FILE.itf.json ...)", file=sys.stderr)
-        return 2
-    outcomes = [replay_file(f, device) for f in files]
-    if getattr(args, "json", False):
-        print(json.dumps([o.__dict__ for o in outcomes], indent=1, default=str))
-    else:
-        for o in outcomes:
-            print(o.line(), file=sys.stdout if o.ok else sys.stderr)
-        steps = sum(o.steps for o in outcomes)
-        secs = sum(o.seconds for o in outcomes)
-        ok = sum(o.ok for o in outcomes)
-        print(f"{ok}/{len(outcomes)} behave as recorded ({steps} steps on {device} in {secs:.2f}s)")
-    return exit_status(outcomes)
-
-
-def add_parser(sub: Any) -> None:
-    pr = sub.add_parser("replay", help="replay counterexamples on the torch pool (refinement check)")
-    pr.add_argument("files", nargs="+", metavar="FILE", help="ITF traces (globs and directories allowed)")
-    pr.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    pr.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
-    pr.set_defaults(fn=cmd_replay)
 
 
 def confirm_note(trace: Trace, device: str = "cpu") -> str:

@@ -41,9 +41,9 @@ from model.state import OOM_NONE, State
 from model.system import System
 from specs.properties import PROPERTIES, Property
 
-from .bmc import Result
-from .trace import Step, Trace, run_concrete
-from .verdict import Verdict
+from checker.engines.results import ConfigReport, Result
+from checker.traces.trace import Step, Trace, run_concrete
+from checker.verdict import Verdict
 
 DEFAULT_MAX_STATES = 400_000
 
@@ -274,7 +274,7 @@ class Explorer:
         params = self.points[pi]
         edges = [g.edges[a, b] for a, b in zip(path, path[1:])]
         expected = [g.nodes[n]["state"] for n in path]
-        # the same concrete re-run every engine's trace goes through (checker/trace.py)
+        # the same concrete re-run every engine's trace goes through (checker/traces/trace.py)
         states, picks = run_concrete(self.system, params, [("event_loop_iteration", e["picks"]) for e in edges],
                                      expected=expected)
         steps = [Step("event_loop_iteration", picks[t], states[t + 1]) for t in range(len(edges))]
@@ -286,9 +286,8 @@ class Explorer:
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
                  timeout_ms: int = 0, progress: Any = None, minimize: bool = True,
                  keep_going: bool = True, max_states: int = DEFAULT_MAX_STATES) -> Any:
-    """`checker/run.py::check_config` for the explicit engine (`prove` has no effect: an explicit
+    """`checker/engines/run.py::check_config` for the explicit engine (`prove` has no effect: an explicit
     search is bounded; `timeout_ms` limits the whole search)."""
-    from .run import ConfigReport
 
     t0 = time.perf_counter()
     system = System(cfg, design)

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
 import model.system  # noqa: F401  (registers every transition)
 from model.designs import FIXES, PRESETS, SGLANG_COMMIT, Design
@@ -25,77 +25,8 @@ from specs.lemmas import LEMMAS
 from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
-from .verdict import EXIT_USAGE, Verdict, exit_code
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
-def _choices(kind: str, value: str, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise UsageError(f"unknown {kind} {value!r}; expected one of: {', '.join(allowed)}")
-
-
-def build_design(name: str, without: list[str], with_: list[str], mutants: list[str]) -> Design:
-    _choices("design", name, list(PRESETS))
-    d = PRESETS[name]
-    for f in without:
-        _choices("fix", f, list(FIXES))
-        d = d.with_fix(f, None)
-    for spec in with_:
-        if spec.count("=") > 1 or spec.startswith("=") or spec.endswith("="):
-            raise UsageError(f"malformed --with {spec!r}; expected FIX or FIX=VARIANT")
-        f, _, variant = spec.partition("=")
-        _choices("fix", f, list(FIXES))
-        v = variant or FIXES[f].variants[0]
-        _choices(f"variant of {f}", v, list(FIXES[f].variants))
-        d = d.with_fix(f, v)
-    if mutants:
-        from model.mutants import available
-
-        known = sorted(available())
-        for m in mutants:
-            _choices("mutant", m, known)
-        d = d.with_mutants(frozenset(mutants))
-    return d
-
-
-def add_design_options(p: argparse.ArgumentParser, mutant_help: str = "plant a bug (kvmc list)") -> None:
-    """--design/--without/--with/--mutant, as `check` and `graph` take them (see build_design)."""
-    p.add_argument("--design", default="current", help=f"release preset: {', '.join(PRESETS)} (default current)")
-    p.add_argument("--without", action="append", default=[], metavar="FIX", help="turn a fix off")
-    p.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]", help="turn a fix on")
-    p.add_argument("--mutant", action="append", default=[], metavar="NAME", help=mutant_help)
-
-
-def validate_selection(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """The checks `check`, `check --all` and `review` share: properties, configs, depth, jobs,
-    timeout and engine; returns (properties, configs). Raises UsageError (one line, exit 2)."""
-    from .run import EngineUnavailable, engine_check_config
-
-    props = args.property or list(PROPERTIES)
-    for p in props:
-        _choices("property", p, list(PROPERTIES))
-    configs = args.config or list(CONFIGS)
-    for c in configs:
-        _choices("config", c, list(CONFIGS))
-    if args.depth <= 0:
-        raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
-    if getattr(args, "jobs", None) is not None and args.jobs <= 0:
-        raise UsageError(f"--jobs {args.jobs} must be a positive number of processes")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
-    try:
-        engine_check_config(args.engine)
-    except EngineUnavailable as e:
-        raise UsageError(str(e)) from e
-    return props, configs
+from checker.cli.common import UsageError, _Parser, add_design_options, build_design, lemma_selection, validate_selection
+from checker.verdict import EXIT_USAGE, Verdict, exit_code
 
 
 # -- list -----------------------------------------------------------------------------------------
@@ -182,38 +113,27 @@ class ProgressPrinter:
             sys.stderr.write("\n")
 
 
-def lemma_selection(args: argparse.Namespace) -> list[str] | None:
-    """The lemmas the proofs may assume: all, less each `--without-lemma` (None: all)."""
-    if not args.without_lemma:
-        return None
-    for n in args.without_lemma:
-        _choices("lemma", n, list(LEMMAS))
-    if args.engine not in ("bmc", "induction"):
-        raise UsageError(f"--without-lemma applies to the proofs of the bmc and induction engines, not --engine {args.engine}")
-    return [n for n in LEMMAS if n not in args.without_lemma]
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     lemmas = lemma_selection(args)
     if args.proof_cache is not None:
         if args.engine not in ("bmc", "induction") or args.no_prove:
             raise UsageError(f"--proof-cache applies to the proofs of the bmc and induction engines, not --engine {args.engine}"
                              + (" --no-prove" if args.no_prove else ""))
-        from . import proof_cache
+        from checker.engines import proof_cache
 
         try:
             proof_cache.use(args.proof_cache)  # before any fork: the proof processes inherit it
         except ValueError as e:
             raise UsageError(str(e)) from None
     if args.all or args.jobs is not None:
-        from .parallel import cmd_check_parallel
+        from checker.cli.parallel import cmd_check_parallel
 
         return cmd_check_parallel(args)
     design = build_design(args.design, args.without, args.with_, args.mutant)
     props, configs = validate_selection(args)
     baseline = PRESETS[args.design]
     printer = ProgressPrinter(not args.no_progress and not args.json)
-    from .replay import WarmPool
+    from checker.replay.pool import WarmPool
 
     with WarmPool() as warm:  # torch loads beside the search, for the counterexamples' pool replay
         return _check_and_report(args, design, props, configs, baseline, printer, warm, lemmas)
@@ -221,10 +141,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _check_and_report(args: argparse.Namespace, design: Design, props: list[str], configs: list[str],
                       baseline: Design, printer: ProgressPrinter, warm: Any, lemmas: list[str] | None) -> int:
-    from . import itf
-    from .explain import explain
-    from .run import counterexample_path, run_check
-    from .trace import step_table
+    from checker.traces import itf
+    from checker.traces.explain import explain
+    from checker.engines.run import counterexample_path, run_check
+    from checker.traces.trace import step_table
 
     report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                        timeout_ms=int((args.timeout or 0) * 1000), progress=printer, baseline=baseline,
@@ -246,7 +166,7 @@ def _check_and_report(args: argparse.Namespace, design: Design, props: list[str]
         path.with_suffix("").with_suffix(".txt").write_text(step_table(r.trace, line) + "\n")
         written[(cfg_name, r.property)] = str(path)
     if args.engine == "induction":  # counterexamples to induction, for a person to add a lemma
-        from .induction import write_ctis
+        from checker.engines.induction import write_ctis
 
         write_ctis(report, args.out)
     if args.json:
@@ -291,7 +211,7 @@ def _report_json(report: Any, written: dict[tuple[str, str], str]) -> dict[str, 
 
 
 def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool) -> str:
-    from .trace import step_table
+    from checker.traces.trace import step_table
 
     out = [f"design {report.design.name}  (sglang {SGLANG_COMMIT[:12]}, depth {report.depth})"]
     for c in report.configs:
@@ -342,7 +262,7 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 path = written.get((c.config, r.property))
                 out.append(f"    counterexample: {path} (replayed through the concrete model; pool: "
                            f"{r.meta.get('pool_replay', 'not replayed')})")
-                from .explain import explain
+                from checker.traces.explain import explain
                 from model.system import System
 
                 line = explain(System(CONFIGS[c.config], report.design), r.property, r.trace.params, r.trace.states[-1])
@@ -354,15 +274,15 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
 
 # -- show -----------------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace) -> int:
-    from . import itf
-    from .report_html import show, write_html
+    from checker.traces import itf
+    from checker.reports.html import show, write_html
 
     if (args.html or args.png) and len(args.files) != 1:
         raise UsageError(f"--html/--png take one trace, got {len(args.files)} files; run kvmc show once per file")
     for f in args.files:
         t = itf.read(f)
         if args.html or args.png:
-            from . import chart
+            from checker.reports import chart
 
             for out, write in ((args.html, write_html), (args.png, chart.png)):
                 if not out:
@@ -414,13 +334,13 @@ def parser() -> argparse.ArgumentParser:
                     help="colour the step table (auto: a terminal and NO_COLOR unset)")
     ps.set_defaults(fn=cmd_show)
 
-    from .review import add_parser as add_review_parser
+    from checker.cli.review import add_parser as add_review_parser
 
     add_review_parser(sub)
-    from .graph_cmd import add_parser as add_graph_parser
+    from checker.cli.graph import add_parser as add_graph_parser
 
     add_graph_parser(sub)
-    from .replay import add_parser as add_replay_parser
+    from checker.cli.replay import add_parser as add_replay_parser
 
     add_replay_parser(sub)
     return p
@@ -437,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kvmc: error: {e.args[0] if e.args else e}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # an ITF or config problem in a file the user gave us
-        from .itf import ItfError
+        from checker.traces.itf import ItfError
 
         if isinstance(e, ItfError):
             print(f"kvmc: error: {e}", file=sys.stderr)

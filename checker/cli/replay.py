@@ -1,0 +1,76 @@
+"""`kvmc replay FILE...`: the command line of the pool replay (checker/replay/pool.py says what a
+replay checks). Exit status: 0 every file behaves as recorded; 1 some file diverged; 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+from typing import Any
+
+from checker.replay.pool import DIVERGED, ERROR, NOT_REPLAYABLE, Outcome, replay_file
+
+
+def expand(patterns: list[str]) -> list[str]:
+    out: list[str] = []
+    for p in patterns:
+        if any(c in p for c in "*?["):
+            hits = sorted(glob.glob(p, recursive=True))
+            out.extend(hits or [p])
+        elif Path(p).is_dir():
+            out.extend(sorted(str(f) for f in Path(p).rglob("*.itf.json")))
+        else:
+            out.append(p)
+    return out
+
+
+def check_device(device: str) -> str:
+    import torch
+
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; expected cpu or cuda")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is available here (torch.cuda.is_available() is False); use --device cpu")
+    return device
+
+
+def exit_status(outcomes: list[Outcome]) -> int:
+    if any(o.status in (ERROR, NOT_REPLAYABLE) for o in outcomes):
+        return 2
+    if any(o.status == DIVERGED for o in outcomes):
+        return 1
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import json
+
+    try:
+        device = check_device(args.device)
+    except ValueError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return 2
+    files = expand(args.files)
+    if not files:
+        print("kvmc: error: no trace files given (expected FILE.itf.json ...)", file=sys.stderr)
+        return 2
+    outcomes = [replay_file(f, device) for f in files]
+    if getattr(args, "json", False):
+        print(json.dumps([o.__dict__ for o in outcomes], indent=1, default=str))
+    else:
+        for o in outcomes:
+            print(o.line(), file=sys.stdout if o.ok else sys.stderr)
+        steps = sum(o.steps for o in outcomes)
+        secs = sum(o.seconds for o in outcomes)
+        ok = sum(o.ok for o in outcomes)
+        print(f"{ok}/{len(outcomes)} behave as recorded ({steps} steps on {device} in {secs:.2f}s)")
+    return exit_status(outcomes)
+
+
+def add_parser(sub: Any) -> None:
+    pr = sub.add_parser("replay", help="replay counterexamples on the torch pool (refinement check)")
+    pr.add_argument("files", nargs="+", metavar="FILE", help="ITF traces (globs and directories allowed)")
+    pr.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    pr.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
+    pr.set_defaults(fn=cmd_replay)
