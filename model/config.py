@@ -73,6 +73,9 @@ class Config:
     new_token_ratio: tuple[int, int] = (1, 1)  # a constant fraction (num, den); see prefill_adder
     clip_max_new_tokens: int = 4096  # CLIP_MAX_NEW_TOKENS
     retract_decode_steps: int = 20  # SGLANG_RETRACT_DECODE_STEPS
+    # `--truncation-align-size` (server_args; None = off): a chunk admitted by add_one_req is
+    # truncated to a multiple of it (deterministic inference), see model/prefill_adder.py
+    truncation_align_size: int | None = None
     explicit_bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

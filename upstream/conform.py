@@ -1,0 +1,166 @@
+"""`kvmc conform --sglang VERSION [--transition NAME]... [--examples N] [--seed S] [--json]` and
+`kvmc conform --all`: the model answers to SGLang's own code, release by release.
+
+For each release a worker subprocess (upstream/worker.py) imports that release's real objects
+and kvmc's concrete model, generates scenarios with Hypothesis for every row (upstream/rows.py),
+runs both, and compares every observed field. The parent prints the table transition x release
+-> scenarios, agreed, documented abstractions, disagreed, and each disagreement shrunk to a
+minimal scenario, side by side (`SGLang 0.5.13: NO_TOKEN / kvmc v0.5.13: CONTINUE`).
+
+Exit status: 0 every scenario agreed or is a documented abstraction; 1 some disagreed; 2 bad
+input (unknown release, release not installed, no adapter for its API, unknown row).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import EXIT_USAGE, UpstreamUsageError
+from .install import default_dir, install, release_path
+from .releases import preset_releases, release
+
+REPO = Path(__file__).resolve().parent.parent
+ROW_NAMES = ("add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa")
+
+
+def row_names() -> tuple[str, ...]:
+    """The rows, without importing SGLang (the worker checks they match upstream/rows.py)."""
+    return ROW_NAMES
+
+
+def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[str], examples: int, seed: int,
+            root: Path) -> dict[str, Any]:
+    path = release_path(root, version)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(REPO)]), PYTHONHASHSEED="0")
+    cmd = [sys.executable, "-W", "ignore", "-m", "upstream.worker", "--version", version, "--design", design,
+           "--examples", str(examples), "--seed", str(seed)]
+    for m in mutants:
+        cmd += ["--mutant", m]
+    for r in rows:
+        cmd += ["--row", r]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
+    if p.returncode != 0:
+        tail = "\n".join(p.stderr.strip().splitlines()[-15:])
+        return {"version": version, "design": design, "error": f"worker exited {p.returncode}:\n{tail}"}
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["seconds"] = round(time.time() - t0, 1)
+    return out
+
+
+def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000, seed: int = 0,
+        root: Path | None = None, design: str | None = None, mutants: Sequence[str] = (), jobs: int = 2,
+        do_install: bool = False) -> list[dict[str, Any]]:
+    root = Path(root) if root is not None else default_dir()
+    rels = [release(v) for v in versions]
+    for r in rels:
+        if r.api is None:
+            raise UpstreamUsageError(
+                f"SGLang {r.version}: no adapter yet for its API ({r.note}); the harness conforms "
+                f"{', '.join(x.version for x in preset_releases())}")
+        if design is None and r.preset is None:
+            raise UpstreamUsageError(f"SGLang {r.version}: no preset claims it; pass --design NAME")
+    unknown = [r for r in rows if r not in ROW_NAMES]
+    if unknown:
+        raise UpstreamUsageError(f"unknown transition row(s) {unknown}; expected some of {list(ROW_NAMES)}")
+    if design is not None:
+        from model.designs import preset
+
+        preset(design)  # KeyError for an unknown design
+    if mutants:
+        from model.mutants import available
+
+        bad = [m for m in mutants if m not in available()]
+        if bad:
+            raise UpstreamUsageError(f"unknown mutant(s) {bad}; expected some of {sorted(available())}")
+    if do_install:
+        install([r.version for r in rels], root, say=lambda m: print(m, file=sys.stderr))
+    for r in rels:
+        release_path(root, r.version)  # not installed: one line, exit 2, before any worker starts
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        futs = [ex.submit(_worker, r.version, design or r.preset, mutants, rows, examples, seed, root) for r in rels]
+        return [f.result() for f in futs]
+
+
+# -- reporting -------------------------------------------------------------------------------------
+def table(results: Sequence[dict[str, Any]]) -> str:
+    """Markdown: one line per (row, release)."""
+    lines = [
+        "| transition | SGLang | kvmc design | scenarios | agreed | documented abstractions | disagreed |",
+        "|---|---|---|---:|---:|---|---:|",
+    ]
+    for res in results:
+        if "error" in res:
+            lines.append(f"| (all) | {res['version']} | {res['design']} | - | - | - | worker failed |")
+            continue
+        for row in res["rows"]:
+            if "not_applicable" in row:
+                lines.append(f"| {row['row']} | {res['version']} | {res['design']} | - | - | n/a: {row['not_applicable']} | - |")
+                continue
+            ab = ", ".join(f"{k}: {v}" for k, v in sorted(row["abstractions"].items())) or "-"
+            n = row["scenarios"]
+            pct = 100.0 * row["agreed"] / n if n else 0.0
+            lines.append(f"| {row['row']} | {res['version']} | {res['design']} | {n} | {row['agreed']} ({pct:.1f} %) | {ab} | {row['disagreed']} |")
+    return "\n".join(lines)
+
+
+def side_by_side(res: dict[str, Any], row: dict[str, Any]) -> str:
+    m = row["minimal"]
+    out = [f"disagreement: {row['row']} on SGLang {res['version']} vs kvmc {res['design']} (shrunk by Hypothesis)",
+           f"  scenario: {m['scenario']}"]
+    for label, sg, km in m["diffs"]:
+        if isinstance(sg, dict) and isinstance(km, dict):
+            keys = [k for k in sg if sg.get(k) != km.get(k)] + [k for k in km if k not in sg]
+            for k in keys:
+                out.append(f"  {label}.{k}: SGLang {res['version']}: {sg.get(k)} / kvmc {res['design']}: {km.get(k)}")
+        else:
+            out.append(f"  {label}: SGLang {res['version']}: {sg} / kvmc {res['design']}: {km}")
+    return "\n".join(out)
+
+
+def report(results: Sequence[dict[str, Any]]) -> tuple[str, int]:
+    parts = [table(results)]
+    worst = 0
+    for res in results:
+        if "error" in res:
+            parts.append(f"SGLang {res['version']}: {res['error']}")
+            worst = max(worst, 1)
+            continue
+        for row in res["rows"]:
+            if row.get("minimal"):
+                parts.append(side_by_side(res, row))
+                worst = max(worst, 1)
+    total = sum(r.get("scenarios", 0) for res in results for r in res.get("rows", []))
+    secs = max((res.get("seconds", 0) for res in results), default=0)
+    parts.append(f"{total} scenarios; the slowest release took {secs:.0f} s")
+    return "\n\n".join(parts), worst
+
+
+def cmd_conform(args: Any) -> int:
+    try:
+        versions = [r.version for r in preset_releases()] if args.all else args.sglang
+        t0 = time.time()
+        results = run(versions, args.transition or (), args.examples, args.seed, Path(args.dir) if args.dir else None,
+                      args.design, args.mutant, args.jobs, args.install)
+    except UpstreamUsageError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyError as e:
+        print(f"kvmc: error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return EXIT_USAGE
+    text, code = report(results)
+    if args.markdown:
+        Path(args.markdown).write_text(table(results) + "\n")
+    if args.json:
+        json.dump({"results": results, "seconds": round(time.time() - t0, 1), "exit": code}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(text)
+    return code

@@ -1,0 +1,66 @@
+"""Route the paged allocator's Triton kernels to torch on a CPU-only host.
+
+Up to 0.5.21 `PagedTokenToKVPoolAllocator.alloc_extend` / `alloc_decode` launch
+`alloc_extend_kernel[(bs,)](...)` / `alloc_decode_kernel[(bs,)](...)` (the module-level names
+imported from `mem_cache/triton_ops/allocator.py`) *before* checking whether enough pages are free;
+from 0.5.22 SGLang picks a torch-native path itself when no Triton device exists.
+
+`route(module)` rebinds those two names in the allocator's module (and nowhere else):
+* the extend launch calls SGLang's own torch reference `alloc_extend_naive` from the same module;
+* the decode launch calls `_alloc_decode`, kvmc's emulation of `alloc_decode_kernel`, written from
+  reading what the kernel computes (not copied): request i, whose new token is at position
+  seq_len - 1, gets `last_loc + 1` when that position is inside its last page, else the first
+  slot of the next free page, taken in batch order.
+Both receive the free pages padded with dummy page numbers, so that a batch needing more pages
+than are free does not index past the tensor before the allocator's own check (`num_new_pages >
+len(free_pages)` -> None) decides, as it would on a GPU where the kernel reads out of bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_PAD_PAGE = 1 << 40  # a page number no pool has: visible in any index that leaks through
+
+
+class _Launcher:
+    def __init__(self, run: Any) -> None:
+        self._run = run
+
+    def __getitem__(self, grid: Any) -> Any:
+        return self._run
+
+
+def _padded(free_pages: torch.Tensor, extra: int) -> torch.Tensor:
+    pad = torch.full((max(extra, 0),), _PAD_PAGE, dtype=free_pages.dtype, device=free_pages.device)
+    return torch.cat([free_pages, pad])
+
+
+def _alloc_decode(seq_lens: torch.Tensor, last_loc: torch.Tensor, free_pages: torch.Tensor, out_indices: torch.Tensor,
+                  bs_upper: int, page_size: int) -> None:
+    pages = _padded(free_pages, len(seq_lens))
+    taken = 0
+    for i in range(len(seq_lens)):
+        pre = int(seq_lens[i]) - 1
+        if pre % page_size == 0:  # the new token opens a page
+            out_indices[i] = int(pages[taken]) * page_size
+            taken += 1
+        else:
+            out_indices[i] = int(last_loc[i]) + 1
+
+
+def route(module: Any) -> None:
+    """Rebind the kernel names in the paged allocator's module (no-op where they do not exist)."""
+    naive = getattr(module, "alloc_extend_naive", None)
+    if hasattr(module, "alloc_extend_kernel") and naive is not None:
+
+        def extend(prefix_lens: torch.Tensor, seq_lens: torch.Tensor, last_loc: torch.Tensor, free_pages: torch.Tensor,
+                   out_indices: torch.Tensor, bs_upper: int, page_size: int) -> None:
+            need = int(((seq_lens + page_size - 1) // page_size - (prefix_lens + page_size - 1) // page_size).sum())
+            naive(prefix_lens, seq_lens, last_loc, _padded(free_pages, need), out_indices, page_size, free_pages.device)
+
+        module.alloc_extend_kernel = _Launcher(extend)
+    if hasattr(module, "alloc_decode_kernel"):
+        module.alloc_decode_kernel = _Launcher(_alloc_decode)

@@ -1,0 +1,126 @@
+"""kvmc's concrete model, set up for one scenario of the conformance harness.
+
+The model's state is normally reached by running the system from its initial state; a
+conformance scenario instead starts from the state SGLang's objects were built in (pool sizes,
+what is held, what the tree holds, which requests run, which one is chunked, which wait). This
+module is that constructor: a `Config` whose request slots are the scenario's requests (running
+first, then the chunked request, then the waiting queue in order), whose warm prefix atom is the
+tree node the waiting requests may share, and whose evictable-size drift holds the tree's other,
+unrelated evictable node (the model derives evictable sizes from its atoms plus a drift:
+model/radix_cache.py; an unrelated unlocked node is exactly a constant addend there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.config import Config, concrete_params
+from model.designs import Design
+from model.ops import Concrete
+from model.state import CHUNKED, RUNNING, WAITING, State
+from model.transition import Ctx
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One PrefillAdder pass as a scenario: the pools and what they hold, the requests."""
+
+    page_size: int
+    full: int  # full pool size (tokens)
+    swa: int | None  # SWA pool size; None: plain (no hybrid SWA)
+    window: int  # sliding window (hybrid SWA only)
+    chunk: int | None  # chunked_prefill_size (None: off)
+    max_prefill: int  # rem_input_tokens at the start of the pass
+    ratio: tuple[int, int]  # new_token_ratio (num, den)
+    warm: int  # tokens of the shared tree node (page multiple; 0: none)
+    other: int  # tokens of an unrelated evictable tree node (page multiple)
+    held: int  # tokens allocated to running requests outside the tree (page multiple)
+    running: tuple[tuple[int, int], ...]  # (max_new_tokens, output_len) per running request
+    chunked: tuple[int, int, int] | None  # (input_len, committed, max_new_tokens) of the chunked request
+    waiting: tuple[tuple[int, int, bool], ...]  # (input_len, max_new_tokens, shares warm)
+    truncation_align: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        sw = f", swa={self.swa}, window={self.window}" if self.swa is not None else ""
+        return (
+            f"page_size={self.page_size}, full={self.full}{sw}, chunk={self.chunk}, max_prefill={self.max_prefill}, "
+            f"ratio={self.ratio[0]}/{self.ratio[1]}, warm={self.warm}, other_evictable={self.other}, held={self.held}, "
+            f"running={list(self.running)}, chunked={self.chunked}, waiting={list(self.waiting)}, "
+            f"truncation_align_size={self.truncation_align}"
+        )
+
+
+def pass_ctx(sc: Pass, design: Design) -> tuple[Ctx, State]:
+    """The model's context and state for a pass scenario."""
+    nr, nc, nw = len(sc.running), 1 if sc.chunked else 0, len(sc.waiting)
+    R = nr + nc + nw
+    shares = tuple([False] * (nr + nc) + [w[2] and sc.warm > 0 for w in sc.waiting])
+    cfg = Config(
+        name="conform",
+        doc="a conformance scenario",
+        num_reqs=R,
+        page_size=sc.page_size,
+        bounds={},
+        hybrid_swa=sc.swa is not None,
+        chunked_prefill=sc.chunk is not None,
+        shares_warm_prefix=shares,
+        warm_atoms=1 if sc.warm else 0,
+        private_atoms=1,
+        new_token_ratio=sc.ratio,
+        truncation_align_size=sc.truncation_align,
+    )
+    inputs = [1] * nr + ([sc.chunked[0]] if sc.chunked else []) + [w[0] for w in sc.waiting]
+    mnts = [r[0] for r in sc.running] + ([sc.chunked[2]] if sc.chunked else []) + [w[1] for w in sc.waiting]
+    p = concrete_params(
+        cfg,
+        full_tokens=sc.full,
+        swa_tokens=sc.swa or 0,
+        sliding_window_size=sc.window if sc.swa is not None else 0,
+        chunked_prefill_size=sc.chunk or 0,
+        max_prefill_tokens=sc.max_prefill,
+        req_pool_size=R + 8,
+        input_len=tuple(inputs),
+        max_new_tokens=tuple(mnts),
+        warm_len=(sc.warm,) if sc.warm else (),
+        warm_device=(True,) if sc.warm else (),
+        warm_host=(False,) if sc.warm else (),
+    )
+    x = Ctx(Concrete(), cfg, design, p)
+    from model.system import init_state
+
+    s = init_state(x)
+    committed = sc.chunked[1] if sc.chunked else 0
+    taken = sc.other + sc.held + committed
+    s = s.set(full_available=s.full_available - taken, full_evictable_drift=sc.other)
+    if sc.swa is not None:
+        s = s.set(swa_available=s.swa_available - taken, swa_evictable_drift=sc.other)
+    for i, (_mnt, out) in enumerate(sc.running):
+        s = s.req(i, status=RUNNING, output_len=out)
+    if sc.chunked:
+        s = s.req(nr, status=CHUNKED, kv_committed_len=committed, kv_allocated_len=committed)
+    for j in range(nw):
+        s = s.req(nr + nc + j, status=WAITING)
+    return x, s
+
+
+def slots(sc: Pass) -> tuple[list[int], int | None, list[int]]:
+    nr = len(sc.running)
+    nc = 1 if sc.chunked else 0
+    return list(range(nr)), (nr if sc.chunked else None), list(range(nr + nc, nr + nc + len(sc.waiting)))
+
+
+def budgets(x: Ctx, s: State, ad: Any) -> dict[str, Any]:
+    """The adder's budgets as SGLang reports them (rem_total_tokens times the ratio's denominator)."""
+    from model import prefill_adder as pa
+
+    out = {
+        "rem_total_tokens*den": pa.rem_total_scaled(x, s, ad),
+        "cur_rem_tokens": pa.cur_rem_tokens(x, s, ad),
+        "rem_input_tokens": ad.rem_input_tokens,
+        "rem_chunk_tokens": ad.rem_chunk_tokens,
+    }
+    if pa.swa_gate_on(x):
+        out["rem_swa_tokens"] = pa.rem_swa_tokens(x, s, ad)
+    return out

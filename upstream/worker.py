@@ -1,0 +1,140 @@
+"""The conformance worker: one subprocess per SGLang release (its PYTHONPATH selects the release,
+the dependencies and the stubs; upstream/conform.py starts it). For each row it runs Hypothesis
+twice with the same seed:
+
+1. generate `examples` scenarios, run each on SGLang's objects and on kvmc's model, and count
+   agreements, documented abstractions and disagreements (no shrinking: every scenario counts);
+2. if some scenario disagreed, run again with shrinking on, failing on the first disagreement:
+   Hypothesis shrinks it to a minimal scenario, printed side by side.
+
+Prints one JSON document on stdout: {"version", "design", "rows": [{"row", "scenarios",
+"agreed", "abstractions": {name: count}, "disagreed", "minimal": {...} | null, "seconds"}]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from typing import Any
+
+
+class Disagreement(AssertionError):
+    pass
+
+
+def _classify(row: Any, sc: Any, design: Any, version: str) -> tuple[str, list, str | None]:
+    """("agree" | "abstraction" | "disagree", differing observations, abstraction name)."""
+    from .abstractions import match
+
+    try:
+        obs = row.run(sc, design)
+    except Exception:  # a scenario SGLang or the model cannot run is a disagreement to look at
+        return "disagree", [("exception", traceback.format_exc(limit=6)[-1500:], None)], None
+    diffs = [o for o in obs if o[1] != o[2]]
+    if not diffs:
+        return "agree", [], None
+    name = match(row.name, sc, diffs, design, version)
+    return ("abstraction", diffs, name) if name else ("disagree", diffs, None)
+
+
+def run_row(row: Any, design: Any, version: str, examples: int, seed: int) -> dict[str, Any]:
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+
+    counts = {"scenarios": 0, "agreed": 0, "disagreed": 0}
+    abstractions: dict[str, int] = {}
+    first: dict[str, Any] = {}
+    common = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=False)
+
+    @hseed(seed)
+    @settings(max_examples=examples, phases=[Phase.generate], **common)
+    @given(row.strategy())
+    def count(sc: Any) -> None:
+        counts["scenarios"] += 1
+        kind, diffs, name = _classify(row, sc, design, version)
+        if kind == "agree":
+            counts["agreed"] += 1
+        elif kind == "abstraction":
+            abstractions[name] = abstractions.get(name, 0) + 1
+            first.setdefault(f"abstraction:{name}", {"scenario": sc.describe(), "diffs": _jsonable(diffs)})
+        else:
+            counts["disagreed"] += 1
+
+    t0 = time.time()
+    count()
+    minimal = None
+    if counts["disagreed"]:
+        found: list[Any] = []
+
+        @hseed(seed)
+        @settings(max_examples=examples, phases=[Phase.generate, Phase.shrink], **common)
+        @given(row.strategy())
+        def shrink(sc: Any) -> None:
+            kind, diffs, _ = _classify(row, sc, design, version)
+            if kind == "disagree":
+                found.append((sc, diffs))
+                raise Disagreement(sc.describe())
+
+        try:
+            shrink()
+        except Disagreement:
+            sc, diffs = found[-1]  # Hypothesis re-runs the minimal example last
+            minimal = {"scenario": sc.describe(), "diffs": _jsonable(diffs)}
+    return {
+        "row": row.name,
+        "scenarios": counts["scenarios"],
+        "agreed": counts["agreed"],
+        "abstractions": abstractions,
+        "abstraction_examples": {k.split(":", 1)[1]: v for k, v in first.items()},
+        "disagreed": counts["disagreed"],
+        "minimal": minimal,
+        "seconds": round(time.time() - t0, 2),
+    }
+
+
+def _jsonable(diffs: list) -> list:
+    return [[str(a), _j(b), _j(c)] for a, b, c in diffs]
+
+
+def _j(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _j(x) for k, x in v.items()}
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    return repr(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m upstream.worker")
+    p.add_argument("--version", required=True)
+    p.add_argument("--design", required=True)
+    p.add_argument("--mutant", action="append", default=[])
+    p.add_argument("--row", action="append", default=[])
+    p.add_argument("--examples", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    t0 = time.time()
+    from model.designs import preset
+
+    from . import real
+    from .rows import ROWS
+
+    real.setup()
+    import_s = time.time() - t0
+    design = preset(a.design).with_mutants(frozenset(a.mutant))
+    rows = [ROWS[r] for r in (a.row or list(ROWS))]
+    out = {"version": a.version, "design": design.name, "import_seconds": round(import_s, 1), "rows": []}
+    for row in rows:
+        if not row.applies(design, a.version):
+            out["rows"].append({"row": row.name, "not_applicable": row.why_not(design, a.version)})
+            continue
+        out["rows"].append(run_row(row, design, a.version, a.examples, a.seed))
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
