@@ -99,6 +99,80 @@ FIXES: dict[str, Fix] = {
             "_swa_budget_for_req = max(min(e, rc) - W, 0) + min(e + mnt, W) + page_size (+ host term)",
             off="_swa_budget_for_req = max(min(e, rc), W) + page_size (+ host term)",
         ),
+        Fix(
+            "admission_page_reserve",
+            22495,
+            "",
+            "v0.5.11",
+            "add_one_req's token gate charges extend + max_new + page_size, as _update_prefill_budget deducts",
+            off="total_tokens = extend + max_new (admission more optimistic than the deduction)",
+        ),
+        Fix(
+            "chunked_input_gate",
+            25741,
+            "",
+            "v0.5.13",
+            "add_one_req's rem_input_tokens gate (max_prefill_tokens) applies only with chunked prefill off",
+            off="the gate applies with chunked prefill on too: a second request is refused once its ceil_page(extend) "
+            ">= rem_input_tokens",
+        ),
+        Fix(
+            "chunk_end_page_align",
+            0,
+            "",
+            "v0.5.12.post1",
+            "a chunk add_one_req truncates ends on a page boundary: trunc = floor_page(prefix + trunc) - prefix "
+            "(PR not identified; first seen in v0.5.12.post1's schedule_policy.py)",
+            off="trunc = floor_page(rem_chunk_tokens), aligned to truncation_align_size when set, whatever the prefix",
+        ),
+        Fix(
+            "swa_gate_fresh_tail",
+            0,
+            "",
+            "v0.5.17",
+            "add_one_req's SWA gate charges ceil_page(extend - host_hit_length), the freshly prefilled tail "
+            "(PR not identified; first seen in v0.5.17's schedule_policy.py, with #32379)",
+            off="the SWA gate charges the whole extend",
+        ),
+        Fix(
+            "swa_chunk_cap",
+            31681,
+            "",
+            "v0.5.17",
+            "add_one_req: a request failing the SWA gate is admitted as a chunk capped by _swa_chunk_cap (chunked "
+            "prefill on, cap > 0); variant never_fits is #32700 (v0.5.18): only when its SWA budget >= the SWA pool size",
+            variants=("never_fits", "any_shortfall"),
+            off="a request failing the SWA gate is NO_TOKEN",
+        ),
+        # -- speculative decoding (issue 27, model/speculative.py) --
+        Fix(
+            "eagle_v1_removed",
+            25464,
+            "",
+            "v0.5.13",
+            "EAGLE v1 is gone (#25464 'Deprecate Spec V1': no eagle_worker.py in the 0.5.13 wheel); speculative "
+            "decoding runs the spec v2 worker: a Spec(version=2) config applies, a Spec(version=1) config does not",
+            off="EAGLE v1 (eagle_worker.py) serves speculative decoding on the non-overlap loop: a Spec(version=1) config "
+            "applies, a Spec(version=2) config does not",
+        ),
+        Fix(
+            "spec_v2_page_align",
+            0,
+            "",
+            "v0.5.16",
+            "eagle_prepare_for_decode over-allocates to A' = max(A, ceil_page(C + 2a)), whole pages "
+            "(PR not identified; first seen in v0.5.16's eagle_utils.py, #31616 describes it)",
+            off="A' = max(A, C + 2a) (v0.5.13-0.5.15.post1)",
+        ),
+        Fix(
+            "spec_retract_length_order",
+            0,
+            "",
+            "v0.5.17",
+            "retract_decode orders speculative requests like the others, by (len(output_ids), -len(origin_input_ids)) "
+            "(PR not identified; _get_decode_retraction_order loses allow_policy_sort in v0.5.17)",
+            off="speculative requests are retracted from the back of the batch (allow_policy_sort=False)",
+        ),
     ]
 }
 
@@ -166,22 +240,24 @@ def _preset(name: str, on: dict[str, str]) -> Design:
 
 
 _V0511 = {
+    "admission_page_reserve": "on",
     "swa_busy_check": "on",
     "session_active": "active_idx",
     "chunked_swa_page_reserve": "on",
     "retract_tail_free": "on",
     "swa_budget_split": "on",
 }
-_V0513 = {**_V0511, "spec_topk_busy_check": "on", "swa_hostload_budget": "on"}
+_V0513 = {**_V0511, "chunk_end_page_align": "on", "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
 PRESETS: dict[str, Design] = {
     d.name: d
     for d in [
         _preset("v0.5.10.post1", {}),
         _preset("v0.5.11", _V0511),
-        _preset("v0.5.12.post1", _V0511),
+        _preset("v0.5.12.post1", {**_V0511, "chunk_end_page_align": "on"}),
         _preset("v0.5.13", _V0513),
-        _preset("current", {**_V0513, "swa_window_headroom": "on"}),
+        _preset("current", {**_V0513, "swa_window_headroom": "on", "swa_gate_fresh_tail": "on",
+                           "swa_chunk_cap": "never_fits"}),
     ]
 }
 

@@ -9,10 +9,12 @@ lives for one iteration.
 
 Abstracted: `new_token_ratio` is a constant fraction of the config (SGLang decays it and resets
 it on retraction); offsets are kept multiplied by its denominator so all arithmetic stays integer.
+Modelled as config / design flags (each checked against the release by `kvmc conform`):
+`truncation_align_size` (Config), #22495's page reserve in the token gate, #25741's input-budget
+gate (chunked prefill off only), the chunk end aligned to a page.
 Not modelled: mixed chunk (`m = 0`), priority preemption, the prefill delayer, dLLM, Mamba slots,
-`truncation_align_size`, `add_one_req_ignore_eos`, `prefill_max_requests`, the #25741 refinement
-of the `rem_input_tokens` gate, and the #31681/#32700 chunk-cap escape hatch (it only changes what
-happens to a request whose SWA budget exceeds the whole SWA pool).
+`add_one_req_ignore_eos`, `prefill_max_requests`. The #31681/#32700 SWA chunk-cap escape hatch is
+the design flag `swa_chunk_cap`.
 """
 
 from __future__ import annotations
@@ -195,13 +197,38 @@ def _update_prefill_budget(x: Ctx, ad: Adder, extend: Any, max_new: Any) -> Adde
 
 
 # -- admission ------------------------------------------------------------------------------------
-def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any, extra: tuple = ()) -> Any:
-    """Steps 6-7 (and their re-check under the lock): NO_TOKEN when the request does not fit."""
+def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any, extra: tuple = (),
+                 max_new: Any = 0, swa_host: Any = 0) -> tuple[Any, Any]:
+    """Steps 6-7 (and their re-check under the lock): (NO_TOKEN, chunk limit). The chunk limit is
+    `rem_chunk_tokens`, or with the #31681 escape hatch the SWA chunk cap when the SWA gate fails."""
     _num, den = ratio(x)
     fails = den * total_tokens >= rem_total_scaled(x, s, ad, extra)
+    limit = ad.rem_chunk_tokens
     if swa_gate_on(x):
-        fails = x.or_(fails, swa_budget >= rem_swa_tokens(x, s, ad, extra))
-    return fails
+        rem_swa = rem_swa_tokens(x, s, ad, extra)
+        swa_fails = swa_budget >= rem_swa
+        hatch_variant = x.variant("swa_chunk_cap")
+        if hatch_variant is not None and limit is not None:
+            # `_swa_chunk_cap`: the largest page-aligned chunk that leaves the request's decode
+            # window (+ page, + host term) in rem_swa_tokens; #32700 opens the hatch only for a
+            # request whose budget exceeds the whole SWA pool (`_swa_req_never_fits`)
+            reserved = x.min(max_new, x.p.sliding_window_size) + x.ps + x.ite(swa_host > 0, x.ceil_page(swa_host), 0)
+            cap = x.floor_page(x.clamp0(rem_swa - reserved))
+            opens = x.and_(swa_fails, cap > 0)
+            if hatch_variant == "never_fits":
+                opens = x.and_(opens, swa_budget >= x.p.swa_tokens)
+            swa_fails = x.and_(swa_fails, x.not_(opens))
+            limit = x.ite(opens, x.min(limit, cap), limit)
+        fails = x.or_(fails, swa_fails)
+    return fails, limit
+
+
+def input_gate(x: Ctx, ad: Adder, tokens: Any) -> Any:
+    """OTHER when another request would pass `max_prefill_tokens` (the first one always may);
+    since #25741 only with chunked prefill off (the chunk budget bounds a chunked pass)."""
+    if x.on("chunked_input_gate") and ad.rem_chunk_tokens is not None:
+        return False
+    return x.and_(tokens >= ad.rem_input_tokens, ad.any_admitted(x))
 
 
 @transition(
@@ -219,19 +246,22 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
     fill = s.origin_input_len[r] + s.output_len[r]
     extend = fill - m.prefix_len
     max_new = max_new_remaining(x, s, r)
-    total_tokens = extend + max_new + ps
+    total_tokens = extend + max_new + (ps if x.on("admission_page_reserve") else 0)  # #22495
     swa_host = m.swa_host_hit_length if x.on("swa_hostload_budget") else 0
-    swa_budget = _swa_budget_for_req(x, ad, extend, max_new, swa_host) if swa_gate_on(x) else 0
     real_input = x.ceil_page(extend - m.host_hit_length)
-    no_token = _token_gates(x, s, ad, total_tokens, swa_budget)
-    other = x.and_(real_input >= ad.rem_input_tokens, ad.any_admitted(x))
+    # since v0.5.17 the SWA gate charges only the freshly prefilled tail (the host hit is loaded
+    # back, charged through swa_host); before, the whole extend
+    swa_extend = real_input if x.on("swa_gate_fresh_tail") else extend
+    swa_budget = _swa_budget_for_req(x, ad, swa_extend, max_new, swa_host) if swa_gate_on(x) else 0
+    no_token, _limit = _token_gates(x, s, ad, total_tokens, swa_budget, (), max_new, swa_host)
+    other = input_gate(x, ad, real_input)
     passes = x.and_(x.not_(no_token), x.not_(other))
 
     def under_temporary_lock() -> tuple[State, Adder]:
         # `with self._lock_node(req.last_node)`: the match path leaves the evictable budget
         s1, tmp_top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
         lock = ((True, m.last_device_node, tmp_top),)
-        recheck = _token_gates(x, s1, ad, total_tokens, swa_budget, lock)
+        recheck, rc = _token_gates(x, s1, ad, total_tokens, swa_budget, lock, max_new, swa_host)
         needs_load = x.and_(x.not_(recheck), x.or_(m.host_hit_length > 0, swa_host > 0)) if x.cfg.hicache else False
         s2, prefix, last = x.branch(
             needs_load,
@@ -242,10 +272,14 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
         protected = x.ite(needs_load, prefix, m.cache_protected_len)
         ext = fill - prefix
         in_tokens = x.ceil_page(ext)
-        other2 = x.and_(in_tokens >= ad.rem_input_tokens, ad.any_admitted(x))
-        rc = ad.rem_chunk_tokens
+        other2 = input_gate(x, ad, in_tokens)
         whole = True if rc is None else in_tokens <= rc
         trunc = 0 if rc is None else x.floor_page(rc)
+        align = x.cfg.truncation_align_size
+        if rc is not None and align is not None:  # `--truncation-align-size`: too small a chunk is OTHER
+            trunc = x.ite(trunc < align, 0, align * x.fdiv(trunc, align))
+        if rc is not None and x.on("chunk_end_page_align"):
+            trunc = x.floor_page(trunc + prefix) - prefix  # the chunk ends on a page boundary
         admit = x.and_(x.not_(recheck), x.not_(other2), x.or_(whole, trunc > 0))
         ext_admitted = x.ite(whole, ext, trunc)
 
