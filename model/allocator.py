@@ -51,6 +51,17 @@ def can_alloc(x: Ctx, s: State, tokens: Any) -> Any:
     return ok
 
 
+def extend_fits(x: Ctx, s: State, need: Any, ext_total: Any, bs: Any) -> Any:
+    """`alloc_extend` returns indices (not None): `need` tokens of new pages fit every pool. The
+    v0.5.10 SWA allocator (paged) refused unless `extend_num_tokens + bs * page_size` fit each
+    pool (an over-reservation; design flag `swa_extend_exact_pages` off)."""
+    ok = can_alloc(x, s, need)
+    if x.cfg.hybrid_swa and x.ps > 1 and not x.on("swa_extend_exact_pages"):
+        over = ext_total + bs * x.ps
+        ok = x.and_(ok, over <= s.full_available, over <= s.swa_available)
+    return ok
+
+
 @transition(
     "mem_cache/allocator.py::TokenToKVPoolAllocator.alloc | PagedTokenToKVPoolAllocator.alloc_extend, alloc_decode",
     modifies=("full_available", "swa_available"),

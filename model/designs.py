@@ -91,6 +91,17 @@ FIXES: dict[str, Fix] = {
             "separate rem_swa_tokens budget and _swa_budget_for_req gate",
             off="hybrid SWA admission uses min(full, swa) available+evictable as its only budget",
         ),
+        # -- radix cache / SWA window (issue 27; model/radix_cache.py, schedule_batch._evict_swa) --
+        Fix(
+            "swa_release_threshold",
+            29860,
+            "",
+            "v0.5.15.post1",
+            "free_swa_out_of_window_slots keeps max(W, page_size) tokens: E' = floor_page(max(E, pre_len - max(W, ps))); "
+            "variant ceil_max_w_ps is v0.5.23 (PR not identified): pre_len - ceil_page(max(W, ps))",
+            variants=("max_w_ps", "ceil_max_w_ps"),
+            off="page_margin (<= v0.5.14): E' = floor_page(max(E, pre_len - W - page_size))",
+        ),
         Fix(
             "swa_window_headroom",
             32379,
@@ -173,6 +184,15 @@ FIXES: dict[str, Fix] = {
             "(PR not identified; _get_decode_retraction_order loses allow_policy_sort in v0.5.17)",
             off="speculative requests are retracted from the back of the batch (allow_policy_sort=False)",
         ),
+        Fix(
+            "swa_extend_exact_pages",
+            0,
+            "",
+            "v0.5.11",
+            "SWATokenToKVPoolAllocator.alloc_extend (page_size > 1) checks the new pages it needs (get_num_new_pages) "
+            "(PR not identified; first seen in v0.5.11's swa_memory_pool.py)",
+            off="v0.5.10: refuses unless extend_num_tokens + batch_size * page_size fits each pool (over-reservation)",
+        ),
     ]
 }
 
@@ -241,6 +261,7 @@ def _preset(name: str, on: dict[str, str]) -> Design:
 
 _V0511 = {
     "admission_page_reserve": "on",
+    "swa_extend_exact_pages": "on",
     "swa_busy_check": "on",
     "session_active": "active_idx",
     "chunked_swa_page_reserve": "on",

@@ -8,7 +8,8 @@ in v0.5.16), sglang @ d55f1c28.
 Abstracted: a batch is a set of request slots (its order is the slot order). `_evict_swa` fires
 whenever the scheduler may call it in a decode step (a choice): SGLang's trigger (every W decode
 steps in v0.5.1x, "at least SGLANG_SWA_EVICTION_INTERVAL tokens slid out" now) only decides *when*,
-and any timing is covered. The out-of-window threshold is v0.5.1x's `pre_len - W - page_size`.
+and any timing is covered. The out-of-window threshold is the `swa_release_threshold` variant
+(v0.5.1x's `pre_len - W - page_size` when off).
 Retraction under `SGLANG_TEST_RETRACT` may be forced at any decode step (a choice), again covering
 every interval.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import allocator, radix_cache, session
+from . import allocator, radix_cache, session, speculative
 from .state import (
     FINISHED,
     OOM_DECODE,
@@ -37,11 +38,10 @@ from .transition import Ctx, transition
     modifies=("swa_evicted_seqlen", "swa_available"),
 )
 def _evict_swa(x: Ctx, s: State, r: int, pre_len: Any) -> State:
-    """Release request r's SWA slots that slid out of the window: [E, floor(pre_len - W - ps)).
-    E first rises to cache_protected_len (the tree owns [0, P); nothing is freed for it)."""
-    W, ps = x.p.sliding_window_size, x.ps
-    E = x.max(s.swa_evicted_seqlen[r], s.cache_protected_len[r])
-    target = x.max(E, x.floor_page(pre_len - W - ps))
+    """Release request r's SWA slots that slid out of the window (`free_swa_out_of_window_slots`,
+    threshold per `swa_release_threshold`: radix_cache.swa_release_bounds). E first rises to
+    cache_protected_len (the tree owns [0, P); nothing is freed for it)."""
+    E, target = radix_cache.swa_release_bounds(x, s, r, pre_len)
     s = allocator.free_swa(x, s, target - E)
     return s.req(r, swa_evicted_seqlen=target)
 
@@ -106,7 +106,7 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
 
     def allocate() -> State:
         s1 = x.checkpoint("evicted for extend", allocator.evict_from_tree_cache(x, s, evict_for, "evict"))
-        ok = allocator.can_alloc(x, s1, need)
+        ok = allocator.extend_fits(x, s1, need, ext_total, bs)
 
         def done() -> State:
             # request by request (the sum is `need`; SGLang takes it in one call): the ledger is
@@ -131,11 +131,14 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
 
 def decode_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
     """`new_tokens_required_next_decode`: a page for each request whose KV ends on a page boundary;
-    with EAGLE v1 `bs * max(L'*k, D')` (page-rounded for page_size > 1)."""
+    with EAGLE v1 `bs * max(L'*k, D')` (page-rounded for page_size > 1); with spec v2
+    `_new_tokens_required_next_decode_spec_v2` (model/speculative.py)."""
     R = x.cfg.num_reqs
     ps = x.ps
     bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
     spec = x.cfg.spec
+    if spec is not None and spec.version == 2:
+        return speculative.spec_v2_tokens_needed(x, s, batch)
     if spec is not None:
         L, k, D = spec.num_steps, spec.topk, spec.num_draft_tokens
         if ps > 1:
@@ -160,14 +163,17 @@ def check_decode_mem(x: Ctx, s: State, batch: tuple, site: str) -> tuple[State, 
 
 
 def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
-    """Request r is the next to retract: non-spec SGLang sorts by (len(output_ids),
-    -len(origin_input_ids)) descending and pops from the end; spec decoding retracts from the back."""
+    """Request r is the next to retract (`_get_decode_retraction_order`): SGLang sorts by
+    (len(output_ids), -len(origin_input_ids)) descending and pops from the end; before v0.5.17
+    speculative decoding retracted from the back of the batch (`allow_policy_sort=False`: its
+    filter_batch could only drop the tail), since then in the same order (`spec_retract_length_order`)."""
     R = x.cfg.num_reqs
     conds = [kept[r]]
+    from_back = x.cfg.spec is not None and not x.on("spec_retract_length_order")
     for q in range(R):
         if q == r:
             continue
-        if x.cfg.spec is not None:
+        if from_back:
             before = q < r
             conds.append(x.implies(kept[q], before))
             continue

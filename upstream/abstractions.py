@@ -21,7 +21,28 @@ class Abstraction:
     matches: Callable[[Any, list, Any, str], bool]
 
 
-ABSTRACTIONS: list[Abstraction] = []
+def _after_failed_decode(sc: Any, diffs: list, design: Any, version: str) -> bool:
+    """The first differing observation is the pool sizes right after an `alloc_decode` that
+    returned None on both sides (SGLang's SWA allocator took a page from one sub-pool before the
+    other refused; kvmc's allocator is all-or-nothing). Everything after follows from it."""
+    first = diffs[0][0]
+    return " decode: free sizes" in first
+
+
+ABSTRACTIONS: list[Abstraction] = [
+    Abstraction(
+        "failed_swa_decode_not_atomic",
+        "SWATokenToKVPoolAllocator.alloc_decode allocates from the full sub-allocator, then from the SWA one, "
+        "and returns None if either is short without giving the first one's page back (every release through "
+        "0.5.23). kvmc's allocator is all-or-nothing. A None from alloc_decode is SGLang's 'Decode out of "
+        "memory' RuntimeError: the scheduler dies, and kvmc's model stops there (OOM_DECODE, no step follows), "
+        "so the pool sizes after a failed alloc_decode are never read by any property.",
+        "none: no_decode_oom is decided by the failure itself (both agree on it); conservation, the busy "
+        "checks and well_formed are only evaluated on states from which a step can follow",
+        ("SWATokenToKVPoolAllocator",),
+        _after_failed_decode,
+    ),
+]
 
 
 def match(row: str, sc: Any, diffs: list, design: Any, version: str) -> str | None:

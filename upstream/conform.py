@@ -27,7 +27,11 @@ from .install import default_dir, install, release_path
 from .releases import preset_releases, release
 
 REPO = Path(__file__).resolve().parent.parent
-ROW_NAMES = ("add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa")
+ROW_NAMES = (
+    "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "_swa_budget_for_req", "budget_state",
+    "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
+    "ReqToTokenPool",
+)
 
 
 def row_names() -> tuple[str, ...]:

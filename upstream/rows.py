@@ -182,6 +182,280 @@ def _model_budgets(x: Any, s: Any, ad: Any) -> dict[str, Any]:
     return budgets(x, s, ad)
 
 
+# -- allocators ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AllocOps:
+    """A sequence of allocator calls on one fresh allocator. Requests are numbered by creation;
+    an op names them by position among the live ones (modulo their count)."""
+
+    kind: str  # token | paged | swa
+    page_size: int
+    full: int
+    swa: int
+    ops: tuple
+
+    def describe(self) -> str:
+        sw = f", swa={self.swa}" if self.kind == "swa" else ""
+        return f"{self.kind} allocator, page_size={self.page_size}, full={self.full}{sw}, ops={list(self.ops)}"
+
+
+@st.composite
+def alloc_ops(draw: Any, kind: str) -> AllocOps:
+    ps = 1 if kind == "token" else draw(st.sampled_from([1, 4])) if kind == "swa" else draw(st.sampled_from([2, 4]))
+    full = ps * draw(st.integers(2, 16))
+    swa = ps * draw(st.integers(2, 16)) if kind == "swa" else 0
+    op = st.one_of(
+        st.tuples(st.just("extend"), st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9)), min_size=1, max_size=3)),
+        st.tuples(st.just("decode"), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)),
+        st.tuples(st.just("free"), st.integers(0, 5)),
+        *( [st.tuples(st.just("free_swa"), st.integers(0, 5), st.integers(1, 3))] if kind == "swa" else []),
+    )
+    return AllocOps(kind, ps, full, swa, tuple(draw(st.lists(op, min_size=1, max_size=8))))
+
+
+def _model_alloc_ctx(sc: AllocOps, design: Design) -> tuple[Any, Any]:
+    from model.config import Config, concrete_params
+    from model.ops import Concrete
+    from model.system import init_state
+    from model.transition import Ctx
+
+    cfg = Config(name="conform-alloc", doc="", num_reqs=1, page_size=sc.page_size, bounds={},
+                 hybrid_swa=sc.kind == "swa", private_atoms=0)
+    p = concrete_params(cfg, full_tokens=sc.full, swa_tokens=sc.swa, sliding_window_size=1 if sc.kind == "swa" else 0)
+    x = Ctx(Concrete(), cfg, design, p)
+    return x, init_state(x)
+
+
+def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
+    """Each op on SGLang's allocator and on the model's (model/allocator.py); after each: did it
+    return None, and the free size of each pool. `extend` on page_size 1 is `alloc(n)` (what
+    `alloc_token_slots` calls), else `alloc_extend` with the requests' prefixes; `decode` is
+    `alloc_decode` (page_size > 1) or `alloc(bs)`; `free` frees a request's slots (the paged
+    allocator frees whole pages); `free_swa` releases the SWA slots of a request's next k pages
+    (what `_evict_swa` does)."""
+    import torch
+
+    from model import allocator as ma
+    from model import schedule_batch as msb
+
+    ps = sc.page_size
+    alloc = real.allocator(sc.kind, sc.full, ps, sc.swa)
+    x, s = _model_alloc_ctx(sc, design)
+    live: list[dict] = []  # {"idx": tensor of slots, "swa_from": first slot whose SWA is still held}
+    obs: list[tuple[str, Any, Any]] = []
+
+    def sizes() -> tuple[dict, dict]:
+        if sc.kind == "swa":
+            r = {"full": int(alloc.full_available_size()), "swa": int(alloc.swa_available_size())}
+            return r, {"full": s.full_available, "swa": s.swa_available}
+        return {"full": int(alloc.available_size())}, {"full": s.full_available}
+
+    for k, op in enumerate(sc.ops):
+        name = op[0]
+        if name == "extend":
+            reqs = []
+            for pos, n in op[1]:
+                if live and pos < len(live) and all(r is not live[pos % len(live)] for r in reqs):
+                    reqs.append(live[pos % len(live)])
+                else:
+                    reqs.append({"idx": torch.empty((0,), dtype=torch.int64), "swa_from": 0, "new": True})
+            adds = [n for _pos, n in op[1]]
+            pre = [len(r["idx"]) for r in reqs]
+            seq = [a + b for a, b in zip(pre, adds)]
+            if ps == 1:
+                out = alloc.alloc(sum(adds))
+            else:
+                t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+                last = [int(r["idx"][-1]) if len(r["idx"]) else -1 for r in reqs]
+                out = alloc.alloc_extend(t(pre), t(pre), t(seq), t(seq), t(last), sum(adds))
+            needs = [x.ceil_page(b) - x.ceil_page(a) for a, b in zip(pre, seq)] if ps > 1 else adds
+            ok = ma.extend_fits(x, s, sum(needs), sum(adds), len(reqs))
+            if ok:
+                s = ma.alloc(x, s, sum(needs))
+            if out is not None:
+                off = 0
+                for r, n in zip(reqs, adds):
+                    r["idx"] = torch.cat([r["idx"], out[off:off + n]])
+                    off += n
+                    if r.pop("new", False):
+                        live.append(r)
+            obs.append((f"op {k} extend {op[1]}: returned None", out is None, not ok))
+        elif name == "decode":
+            if not live:
+                continue
+            reqs = list({id(live[i % len(live)]): live[i % len(live)] for i in op[1]}.values())
+            seq = [len(r["idx"]) + 1 for r in reqs]
+            if ps == 1:
+                out = alloc.alloc(len(reqs))
+            else:
+                t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+                last = [int(r["idx"][-1]) if len(r["idx"]) else -1 for r in reqs]
+                out = alloc.alloc_decode(t(seq), t(seq), t(last))
+            # the model's decode need: a page per request whose KV ends on a page boundary
+            from model.config import Config, concrete_params
+            from model.ops import Concrete
+            from model.transition import Ctx
+
+            cfg = Config(name="conform-decode", doc="", num_reqs=len(reqs), page_size=ps, bounds={},
+                         hybrid_swa=sc.kind == "swa", private_atoms=0)
+            xd = Ctx(Concrete(), cfg, design, concrete_params(cfg, sliding_window_size=1 if sc.kind == "swa" else 0))
+            sd = s.__class__(**{**s.as_dict(), "kv_committed_len": tuple(len(r["idx"]) for r in reqs),
+                                "status": (0,) * len(reqs)})
+            need = msb.decode_tokens_needed(xd, sd, (True,) * len(reqs))
+            ok = ma.can_alloc(x, s, need)
+            if ok:
+                s = ma.alloc(x, s, need)
+            if out is not None:
+                for r, i in zip(reqs, out):
+                    r["idx"] = torch.cat([r["idx"], i.view(1)])
+            obs.append((f"op {k} decode ({len(reqs)} reqs): returned None", out is None, not ok))
+        elif name == "free":
+            if not live:
+                continue
+            r = live.pop(op[1] % len(live))
+            n = len(r["idx"])
+            if n:
+                alloc.free(r["idx"])
+            held_swa = x.clamp0(x.ceil_page(n) - r["swa_from"]) if sc.kind == "swa" else 0
+            s = ma.free(x, s, x.ceil_page(n), held_swa)
+            obs.append((f"op {k} free ({n} slots)", None, None))
+        elif name == "free_swa":
+            if not live:
+                continue
+            r = live[op[1] % len(live)]
+            n = len(r["idx"])
+            lo = r["swa_from"]
+            hi = min(lo + op[2] * ps, n // ps * ps)  # whole pages the request has filled
+            if hi <= lo:
+                continue
+            alloc.free_swa(r["idx"][lo:hi])
+            r["swa_from"] = hi
+            s = ma.free_swa(x, s, hi - lo)
+            obs.append((f"op {k} free_swa [{lo}, {hi})", None, None))
+        got, want = sizes()
+        obs.append((f"op {k} {name}: free sizes", got, want))
+    return obs
+
+
+@dataclass(frozen=True)
+class PoolOps:
+    size: int
+    ops: tuple  # ("alloc", n new requests) | ("free", position)
+
+    def describe(self) -> str:
+        return f"ReqToTokenPool(size={self.size}), ops={list(self.ops)}"
+
+
+@st.composite
+def pool_ops(draw: Any) -> PoolOps:
+    op = st.one_of(st.tuples(st.just("alloc"), st.integers(1, 4)), st.tuples(st.just("free"), st.integers(0, 7)))
+    return PoolOps(draw(st.integers(1, 8)), tuple(draw(st.lists(op, min_size=1, max_size=10))))
+
+
+def run_pool(sc: PoolOps, design: Design) -> list[tuple[str, Any, Any]]:
+    """`ReqToTokenPool.alloc(reqs)` / `free(req)` against the model's slot counter
+    (`req_pool_available`: alloc_for_extend's `fresh <= req_pool_available`, release's + 1)."""
+    pool = real.req_to_token_pool(sc.size)
+    avail = sc.size  # the model's req_pool_available (init: req_pool_size)
+    held: list[Any] = []
+    obs: list[tuple[str, Any, Any]] = []
+    n = 0
+    for k, op in enumerate(sc.ops):
+        if op[0] == "alloc":
+            reqs = []
+            for _ in range(op[1]):
+                n += 1
+                reqs.append(real.make_req(f"p{n}", [1, 2], 1))
+            out = pool.alloc(reqs)
+            ok = op[1] <= avail
+            if ok:
+                avail -= op[1]
+            if out is not None:
+                held.extend(reqs)
+            obs.append((f"op {k} alloc {op[1]}: returned None", out is None, not ok))
+        else:
+            if not held:
+                continue
+            pool.free(held.pop(op[1] % len(held)))
+            avail += 1
+        obs.append((f"op {k}: available_size", pool.available_size(), avail))
+    return obs
+
+
+# -- budgets ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Budget:
+    """A PrefillAdder's pass state set directly (offsets, remaining budgets) over a scenario's pools."""
+
+    base: Pass
+    total_offset: int
+    cur_offset: int
+    rem_input: int
+    rem_chunk: int | None
+    swa_offset: int
+    extend: int
+    max_new: int
+    swa_host: int
+
+    def describe(self) -> str:
+        return (f"{self.base.describe()}; offsets total={self.total_offset}, cur={self.cur_offset}, swa={self.swa_offset}; "
+                f"rem_input={self.rem_input}, rem_chunk={self.rem_chunk}; extend={self.extend}, max_new={self.max_new}, "
+                f"swa_host_hit={self.swa_host}")
+
+
+@st.composite
+def budgets_st(draw: Any, hybrid: bool) -> Budget:
+    base = draw(passes(hybrid=hybrid, with_chunked_req=False))
+    base = Pass(**{**base.__dict__, "running": (), "waiting": ((1, 1, False),), "chunked": None})
+    i = st.integers(-8, 80)
+    return Budget(base, draw(i), draw(i), draw(st.integers(-8, 64)),
+                  draw(st.integers(-8, 40)) if base.chunk is not None else None, draw(i),
+                  draw(st.integers(0, 60)), draw(st.integers(0, 30)), draw(st.sampled_from([0, 0, 1, 3, 4, 9])))
+
+
+def _budget_pair(sc: Budget, design: Design) -> tuple[Any, Any, Any, Any]:
+    _a, _t, _c, _w, adder = _real_pass(sc.base)
+    x, s = pass_ctx(sc.base, design)
+    den = sc.base.ratio[1]
+    adder.rem_total_token_offset = sc.total_offset / den
+    adder.cur_rem_token_offset = sc.cur_offset
+    adder.rem_input_tokens = sc.rem_input
+    adder.rem_chunk_tokens = sc.rem_chunk
+    if hasattr(adder, "rem_swa_token_offset"):
+        adder.rem_swa_token_offset = sc.swa_offset
+    ad = pa.new_adder(x, s).set(rem_total_token_offset=sc.total_offset, cur_rem_token_offset=sc.cur_offset,
+                                rem_input_tokens=sc.rem_input, rem_chunk_tokens=sc.rem_chunk,
+                                rem_swa_token_offset=sc.swa_offset)
+    return adder, x, s, ad
+
+
+def run_budget_state(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
+    adder, x, s, ad = _budget_pair(sc, design)
+    return [("budget_state()", adder.budget_state().name, RESULT_NAMES[pa.budget_state(x, s, ad)]),
+            ("budgets", _real_budgets(adder, sc.base.ratio[1]), _model_budgets(x, s, ad))]
+
+
+def run_swa_budget(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
+    import inspect
+
+    adder, x, s, ad = _budget_pair(sc, design)
+    params = inspect.signature(adder._swa_budget_for_req).parameters
+    if "max_new_tokens" in params:
+        got = adder._swa_budget_for_req(sc.extend, sc.max_new, swa_host_hit_length=sc.swa_host)
+    elif "swa_host_hit_length" in params:
+        got = adder._swa_budget_for_req(sc.extend, swa_host_hit_length=sc.swa_host)
+    else:
+        got = adder._swa_budget_for_req(sc.extend)
+    host = sc.swa_host if "swa_host_hit_length" in params else 0
+    return [("_swa_budget_for_req", int(got), pa._swa_budget_for_req(x, ad, sc.extend, sc.max_new, host))]
+
+
+def _no_swa_budget(design: Design, version: str) -> str | None:
+    if not design.on("swa_budget_split"):
+        return "no _swa_budget_for_req before #22597 (the design has swa_budget_split off)"
+    return None
+
+
 # -- the rows --------------------------------------------------------------------------------------
 def _swa(design: Design) -> bool:
     return True
@@ -198,5 +472,17 @@ ROWS: dict[str, Row] = {
             lambda: passes(hybrid=False, chunked=True, with_chunked_req=True), run_pass),
         Row("add_chunked_req/swa", "PrefillAdder.add_chunked_req, then add_one_req (hybrid SWA, chunking on)",
             lambda: passes(hybrid=True, chunked=True, with_chunked_req=True), run_pass),
+        Row("_swa_budget_for_req", "PrefillAdder._swa_budget_for_req (extend, max_new, SWA host hit, chunk budget)",
+            lambda: budgets_st(hybrid=True), run_swa_budget, _no_swa_budget),
+        Row("budget_state", "PrefillAdder.budget_state and the live budgets, pass state set directly (plain)",
+            lambda: budgets_st(hybrid=False), run_budget_state),
+        Row("budget_state/swa", "PrefillAdder.budget_state and the live budgets, pass state set directly (hybrid SWA)",
+            lambda: budgets_st(hybrid=True), run_budget_state),
+        Row("TokenToKVPoolAllocator", "alloc / free sequences (page_size 1)", lambda: alloc_ops("token"), run_alloc),
+        Row("PagedTokenToKVPoolAllocator", "alloc_extend / alloc_decode / free sequences", lambda: alloc_ops("paged"),
+            run_alloc),
+        Row("SWATokenToKVPoolAllocator", "alloc_extend / alloc_decode / free / free_swa over a real SWAKVPool",
+            lambda: alloc_ops("swa"), run_alloc),
+        Row("ReqToTokenPool", "alloc(reqs) / free(req) sequences", pool_ops, run_pool),
     ]
 }
