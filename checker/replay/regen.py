@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is checker/replay/regen.py)
 DEFAULT_DIR = ROOT / "counterexamples"
 
 # (fix turned off, config, property, planted mutants): one per known SGLang bug (issue 2, acceptance 1)
