@@ -152,6 +152,26 @@ def _counters(x: Ctx, s: State, extra: Sequence[Locker]) -> Counters:
     return Counters(fe, fp, se, sp)
 
 
+def swa_release_bounds(x: Ctx, s: State, r: int, pre_len: Any) -> tuple[Any, Any]:
+    """`free_swa_out_of_window_slots` (mem_cache/common.py since v0.5.14; before it
+    `ScheduleBatch._evict_swa`): request r's SWA cursor E is first raised to
+    `cache_protected_len` (the tree owns [0, P); nothing is freed for it), then the slots
+    [E, E') that slid out of the window go, with E' = floor_page(max(E, pre_len - keep)). `keep`
+    is the `swa_release_threshold` variant: W + page_size (off, <= v0.5.14), max(W, page_size)
+    (#29860, v0.5.15.post1-v0.5.22), ceil_page(max(W, page_size)) (v0.5.23). Returns (E, E').
+    `swa_evict_floor` (prefill-aware SWA) is not modelled: it is 0, so the floor is P."""
+    W, ps = x.p.sliding_window_size, x.ps
+    E = x.max(s.swa_evicted_seqlen[r], s.cache_protected_len[r])
+    v = x.variant("swa_release_threshold")
+    if v is None:
+        keep = W + ps
+    elif v == "max_w_ps":
+        keep = x.max(W, ps)
+    else:
+        keep = x.ceil_page(x.max(W, ps))
+    return E, x.max(E, x.floor_page(pre_len - keep))
+
+
 @transition("mem_cache/swa_radix_cache.py::SWARadixCache.inc_lock_ref", modifies=DRIFT_FIELDS)
 def inc_lock_ref(x: Ctx, s: State, node: Any) -> tuple[State, Any]:
     """Lock `node`..root (full) and the nearest >= W SWA tokens; returns swa_uuid_for_lock's node.
