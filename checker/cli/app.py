@@ -343,6 +343,9 @@ def parser() -> argparse.ArgumentParser:
     from checker.cli.replay import add_parser as add_replay_parser
 
     add_replay_parser(sub)
+    from upstream.cli import add_parsers as add_upstream_parsers  # `kvmc sglang install`, `kvmc conform`
+
+    add_upstream_parsers(sub)
     return p
 
 
