@@ -27,12 +27,18 @@ ROOT = -1
 
 @dataclass(frozen=True)
 class Spec:
-    """EAGLE v1 (non-overlap) speculative decoding: `speculative_num_steps`, `speculative_eagle_topk`,
-    `speculative_num_draft_tokens`."""
+    """EAGLE speculative decoding on the non-overlap scheduler: `speculative_num_steps`,
+    `speculative_eagle_topk`, `speculative_num_draft_tokens`, and the worker: version 1 (EAGLE v1,
+    SGLang <= v0.5.12.post1, removed by #25464) or 2 (spec v2, v0.5.13+); see model/speculative.py."""
 
     num_steps: int
     topk: int
     num_draft_tokens: int
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        if self.version not in (1, 2):
+            raise ValueError(f"Spec(version={self.version}) is not a speculative worker kvmc models; expected 1 or 2")
 
 
 # Names of the scalar parameters and of the per-request / per-warm-atom ones.
@@ -102,6 +108,17 @@ class Config:
                 problems.append(f"bounds[{name!r}]=({lo}, {hi}) must be multiples of page_size={self.page_size}")
         if problems:
             raise ValueError(f"config {self.name!r}: " + "; ".join(problems))
+
+    def not_modelled_by(self, design: Any) -> str | None:
+        """Why this config does not apply to `design` (a mechanism its release does not ship), or
+        None. `design` is a model.designs.Design (anything with `on(fix)`)."""
+        if self.spec is not None:
+            v2 = design.on("eagle_v1_removed")
+            if self.spec.version == 1 and v2:
+                return f"config {self.name!r} runs EAGLE v1, which {design.name} does not ship (removed in v0.5.13, #25464)"
+            if self.spec.version == 2 and not v2:
+                return f"config {self.name!r} runs spec v2; {design.name} models EAGLE v1 (without eagle_v1_removed)"
+        return None
 
     # -- tree shape ---------------------------------------------------------------------------
     @property

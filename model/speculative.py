@@ -1,7 +1,9 @@
-"""EAGLE speculative decoding, v1 (non-overlap scheduler), one decode step = draft + verify.
+"""EAGLE speculative decoding, one decode step = draft + verify: v1 (`Spec(version=1)`) and spec v2
+(`Spec(version=2)`), both on the non-overlap scheduler.
 
-SGLang: speculative/eagle_worker.py, speculative/eagle_info.py (`EagleVerifyInput`),
-speculative/triton_ops/cache_locs.py; sglang @ d55f1c28, digest section 7.
+v1 — SGLang <= v0.5.12.post1: speculative/eagle_worker.py, speculative/eagle_info.py
+(`EagleVerifyInput`), speculative/triton_ops/cache_locs.py; digest section 7. The v1 worker was
+removed in v0.5.13 (#25464: `eagle_worker.py` is absent from the 0.5.13 wheel).
 
 Per running request with committed length s (= C):
 * draft: `speculative_num_steps` L steps of `speculative_eagle_topk` k branches; for page_size > 1
@@ -12,7 +14,22 @@ Per running request with committed length s (= C):
 * accept a tokens (1 <= a <= D: a choice), C += a, A := C, and free the rejected slots:
   positions [min(ceil(s + a), s + D), s + D), whole pages. The request keeps ceil(C) slots.
 
-Abstracted: which tokens are accepted (only how many), the draft tree contents, spec v2.
+v2 — SGLang v0.5.13+: speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.18:897-970;
+`eagle_info_v2.py::prepare_for_decode` in v0.5.13-0.5.14), the sizing in
+mem_cache/allocation_sizing.py (`get_alloc_len_per_decode`, `get_alloc_reserve_per_decode`,
+v0.5.18:10-47), the commit in managers/scheduler_components/batch_result_processor.py
+(`kv_committed_len += accepted`) and the release in mem_cache/common.py
+(`_release_overallocated_kv_indices`). Per running request, with reserve 2a
+(a = `get_alloc_len_per_decode()`):
+* each decode step over-allocates the row to A' = max(A, ceil(C + 2a)) (the page rounding since
+  v0.5.16, flag `spec_v2_page_align`; before it A' = max(A, C + 2a)): a paged extend A -> A';
+* draft and verify run inside [C, A') (no transient allocation, nothing freed per step);
+* accept a tokens (1 <= a <= D), C += a; A keeps A';
+* release (finish, retraction) frees [ceil(C), A) (schedule_batch._release_tokens).
+
+Abstracted: which tokens are accepted (only how many), the draft tree contents, adaptive
+speculative decoding (a constant a), the overlap scheduler's committed-length lag (the reason for
+the 2x reserve; kvmc runs the non-overlap loop, so the lag is 0).
 """
 
 from __future__ import annotations
@@ -90,3 +107,73 @@ def eagle_decode_step(x: Ctx, s: State, batch: tuple) -> State:
         return x.branch(ok, accept, lambda: s1.set(oom=OOM_DECODE))
 
     return x.branch(draft_ok, run_verify, lambda: s.set(oom=OOM_DECODE))
+
+
+# -- spec v2 -------------------------------------------------------------------------------------
+def alloc_len_per_decode(x: Ctx) -> int:
+    """`allocation_sizing.get_alloc_len_per_decode()` (v0.5.16+): max(L*k, D), or for a draft tree
+    at page > 1 the page-aligned footprint of each of the k branches, ceil((ps - 1 + L) / ps) pages."""
+    spec = x.cfg.spec
+    assert spec is not None
+    L, k, D, ps = spec.num_steps, spec.topk, spec.num_draft_tokens, x.ps
+    if ps == 1 or k == 1:
+        return max(L * k, D)
+    return max(-(-(ps - 1 + L) // ps) * ps * k, D)
+
+
+def spec_v2_alloc_len(x: Ctx, s: State, r: int) -> Any:
+    """A' = max(A, ceil(C + 2a)): the row length request r is over-allocated to this decode step."""
+    target = s.kv_committed_len[r] + 2 * alloc_len_per_decode(x)
+    if x.on("spec_v2_page_align"):
+        target = x.ceil_page(target)
+    return x.max(s.kv_allocated_len[r], target)
+
+
+def spec_v2_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
+    """`ScheduleBatch._new_tokens_required_next_decode_spec_v2`: sum of ceil(A') - ceil(A), the
+    pages the paged extend A -> A' takes."""
+    R = x.cfg.num_reqs
+    return x.sum(
+        x.ite(batch[r], x.ceil_page(spec_v2_alloc_len(x, s, r)) - x.ceil_page(s.kv_allocated_len[r]), 0) for r in range(R)
+    )
+
+
+@transition(
+    "speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.18) + the spec v2 verify commit",
+    modifies=(
+        "full_available", "swa_available", "node_len", "node_device",
+        "node_swa_tombstone", "kv_allocated_len", "kv_committed_len", "output_len", "oom",
+    ),
+)
+def spec_v2_decode_step(x: Ctx, s: State, batch: tuple) -> State:
+    """Over-allocate each row to A' (`alloc_for_spec_decode`: evict, then a paged extend; a None is
+    the RuntimeError), then verify: accept a tokens, C += a. Nothing is freed."""
+    R, D = x.cfg.num_reqs, x.cfg.spec.num_draft_tokens  # type: ignore[union-attr]
+    nxt = [spec_v2_alloc_len(x, s, r) for r in range(R)]
+    need = spec_v2_tokens_needed(x, s, batch)
+    # `if num_needed_tokens > 0`: alloc_token_slots (page 1) evicts exactly Σ(A' - A);
+    # alloc_paged_token_slots_extend evicts that plus a page per request
+    raw = x.sum(x.ite(batch[r], nxt[r] - s.kv_allocated_len[r], 0) for r in range(R))
+    if x.ps > 1:
+        raw_paged = raw + x.sum(x.ite(batch[r], x.ps, 0) for r in range(R))
+        evict_for = x.ite(raw > 0, raw_paged, 0)
+    else:
+        evict_for = raw
+    s = allocator.evict_from_tree_cache(x, s, evict_for, "alloc.evict")
+    ok = allocator.can_alloc(x, s, need)
+
+    def verify() -> State:
+        s1 = allocator.alloc(x, s, need)
+        for r in range(R):
+            room = x.max(1, x.min(D, x.p.max_new_tokens[r] - s1.output_len[r]))
+            with x.path(batch[r]):
+                a = x.ite(batch[r], x.choose_int(f"accept[{r}]", 1, room), 0)
+            s1 = s1.req(
+                r,
+                kv_allocated_len=x.ite(batch[r], nxt[r], s1.kv_allocated_len[r]),
+                kv_committed_len=s1.kv_committed_len[r] + a,
+                output_len=s1.output_len[r] + a,
+            )
+        return s1
+
+    return x.branch(ok, verify, lambda: s.set(oom=OOM_DECODE))

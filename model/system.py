@@ -290,7 +290,9 @@ def run_decode_batch(x: Ctx, s: State) -> State:
     batch = tuple(s.status[r] == RUNNING for r in range(R))
 
     def step() -> State:
-        if cfg.spec is not None:
+        if cfg.spec is not None and cfg.spec.version == 2:
+            s1 = speculative.spec_v2_decode_step(x, s, batch)
+        elif cfg.spec is not None:
             s1 = speculative.eagle_decode_step(x, s, batch)
         else:
             s1 = schedule_batch.alloc_for_decode(x, s, batch)

@@ -13,6 +13,8 @@ POOL_MUTANTS: dict[str, str] = {
     "(Scheduler._eagle_verify): the first rejected page stays in req_to_token, owned by nobody",
     "evict_swa_skips_free_swa": "_evict_swa advances swa_evicted_seqlen without free_swa "
     "(Scheduler._evict_swa): the out-of-window SWA slots stay mapped, owned by nobody",
+    "spec_v2_records_short_alloc": "spec v2 records kv_allocated_len = A' - 1 after extending a row to A' "
+    "(Scheduler.spec_v2_decode_step): the slot at A' - 1 is overwritten by the next extend, owned by nobody",
     "finish_frees_overalloc_from_floor": "release_kv_cache frees the over-allocation from floor(C) "
     "(Scheduler.release_kv_cache): the unaligned tail page goes back to the free list twice",
 }

@@ -15,13 +15,15 @@ Implements (our own code) SGLang @ d55f1c28, python/sglang/srt/:
   `release_session`;
 * speculative/eagle_worker.py + eagle_info.py: EAGLE v1 draft (allocator backed up and restored)
   and verify (paged extend by D, accept, free the rejected pages), topk > 1;
+* speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.13+ spec v2): the row over-allocated
+  to max(A, ceil(C + 2a)), verify inside it, [ceil(C), A) freed at the release;
 * managers/scheduler_runtime_checker_mixin.py / scheduler_components/invariant_checker.py:
   `self_check_during_busy` computed from the live objects.
 
 It honours the same fix flags as the model (`model.designs.Design`) and imports nothing from the
 model but its Config / Design / Params. Not implemented (as in the model): the overlap loop, mixed
 chunk, PD, DP attention, EOS (a request stops at max_new_tokens), aborts other than "out of memory
-even after retracting", spec v2.
+even after retracting".
 """
 
 from __future__ import annotations
@@ -303,6 +305,8 @@ class Scheduler:
                               self.mutant, self.next_atom)
         if max_context_len is None:
             spec_d = cfg.spec.num_draft_tokens if cfg.spec else 0
+            if cfg.spec is not None and cfg.spec.version == 2:  # the row holds C + 2a (+ a page)
+                spec_d = 2 * self._alloc_len_per_decode(cfg) + ps
             per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + spec_d + 2 * ps
             max_context_len = ceil_page(per_turn * (cfg.max_turns + 1) + warm_total + 2 * ps, ps)
         self.req_pool = ReqToTokenPool(params.req_pool_size, max_context_len, self.device)
@@ -669,6 +673,8 @@ class Scheduler:
     # -- decode -------------------------------------------------------------------------------------
     def decode_tokens_needed(self, batch: list[Req]) -> int:
         ps, spec = self.ps, self.cfg.spec
+        if spec is not None and spec.version == 2:  # _new_tokens_required_next_decode_spec_v2
+            return sum(ceil_page(self._spec_v2_alloc_len(r), ps) - ceil_page(r.kv_allocated_len, ps) for r in batch)
         if spec is not None:
             L, k, D = spec.num_steps, spec.topk, spec.num_draft_tokens
             if ps > 1:
@@ -685,7 +691,7 @@ class Scheduler:
         return self.alloc.available_size() >= need
 
     def _retract_order(self, kept: list[Req]) -> Req:
-        if self.cfg.spec is not None:
+        if self.cfg.spec is not None and not self.design.on("spec_retract_length_order"):
             return max(kept, key=lambda r: r.rid)  # spec retracts from the back of the batch
         # sort by (len(output_ids), -len(origin_input_ids)) descending, pop from the end
         return min(kept, key=lambda r: (r.output_len, -r.origin_input_len, -r.rid))
@@ -721,30 +727,14 @@ class Scheduler:
             if last_one:
                 break
 
-    def _swa_keep(self) -> int:
-        """Tokens `free_swa_out_of_window_slots` keeps below pre_len, per `swa_release_threshold`:
-        W + ps (off, <= v0.5.14), max(W, ps) (v0.5.15.post1+), ceil_page(max(W, ps)) (v0.5.23)."""
+    def _evict_swa(self, req: Req, pre_len: int) -> None:
+        """Release the SWA slots [E, floor(pre_len - W - ps)) that slid out of the window."""
         W, ps = self.p.sliding_window_size, self.ps
-        v = self.design.variant("swa_release_threshold")
-        if v is None:
-            return W + ps
-        if v == "max_w_ps":
-            return max(W, ps)
-        return ceil_page(max(W, ps), ps)
-
-    def free_swa_out_of_window_slots(self, req: Req, pre_len: int, skip_free: bool = False) -> None:
-        """`free_swa_out_of_window_slots`: E rises to P, then the SWA slots [E, E') that slid out
-        of the window are released, E' = floor(max(E, pre_len - keep)). `skip_free`: the planted
-        `evict_swa_skips_free_swa` (decode's `_evict_swa` only, as the model's mutant)."""
         E = max(req.swa_evicted_seqlen, req.cache_protected_len)
-        target = max(E, floor_page(pre_len - self._swa_keep(), self.ps))
-        if target > E and not skip_free:
+        target = max(E, floor_page(pre_len - W - ps, ps))
+        if target > E and not self.mutant("evict_swa_skips_free_swa"):
             self.alloc.free_swa(self.row(req, E, target))
         req.swa_evicted_seqlen = target
-
-    def _evict_swa(self, req: Req, pre_len: int) -> None:
-        """Release the SWA slots that slid out of the window (decode)."""
-        self.free_swa_out_of_window_slots(req, pre_len, skip_free=self.mutant("evict_swa_skips_free_swa"))
 
     def run_decode_batch(self, ch: Chooser) -> None:
         batch = sorted(self.running, key=lambda q: q.rid)
@@ -756,7 +746,12 @@ class Scheduler:
         if not batch:
             self.last_batch = NO_BATCH
             return
-        ok = self.eagle_decode_step(batch, ch) if self.cfg.spec is not None else self.alloc_for_decode(batch, ch)
+        if self.cfg.spec is not None and self.cfg.spec.version == 2:
+            ok = self.spec_v2_decode_step(batch, ch)
+        elif self.cfg.spec is not None:
+            ok = self.eagle_decode_step(batch, ch)
+        else:
+            ok = self.alloc_for_decode(batch, ch)
         if not ok:
             return
         for req in batch:
@@ -838,6 +833,57 @@ class Scheduler:
                 keep = min(ceil_page(s + a, ps) + ps, s + D)
             self.free(self.row(req, keep, s + D))
             req.kv_committed_len = req.kv_allocated_len = s + a
+            req.output_len += a
+        return True
+
+    # -- spec v2 (v0.5.13+): speculative/eagle_utils.py::eagle_prepare_for_decode -----------------------
+    @staticmethod
+    def _alloc_len_per_decode(cfg: Config) -> int:
+        """allocation_sizing.get_alloc_len_per_decode (v0.5.16+)."""
+        spec, ps = cfg.spec, cfg.page_size
+        assert spec is not None
+        L, k, D = spec.num_steps, spec.topk, spec.num_draft_tokens
+        if ps == 1 or k == 1:
+            return max(L * k, D)
+        return max(((ps - 1) + L + ps - 1) // ps * ps * k, D)
+
+    def _spec_v2_alloc_len(self, req: Req) -> int:
+        """A' = max(A, ceil(C + 2a)) (page rounding since v0.5.16: spec_v2_page_align)."""
+        target = req.kv_committed_len + 2 * self._alloc_len_per_decode(self.cfg)
+        if self.design.on("spec_v2_page_align"):
+            target = ceil_page(target, self.ps)
+        return max(req.kv_allocated_len, target)
+
+    def spec_v2_decode_step(self, batch: list[Req], ch: Chooser) -> bool:
+        """Over-allocate each row to A' (`alloc_for_spec_decode`: evict, paged extend A -> A'), then
+        verify inside it: accept a tokens, C += a. Nothing is freed until the release."""
+        spec = self.cfg.spec
+        assert spec is not None
+        ps, D = self.ps, spec.num_draft_tokens
+        cur = [r.kv_allocated_len for r in batch]
+        nxt = [self._spec_v2_alloc_len(r) for r in batch]
+        need = sum(ceil_page(n, ps) - ceil_page(c, ps) for c, n in zip(cur, nxt))
+        raw = sum(n - c for c, n in zip(cur, nxt))
+        if raw > 0:
+            self.evict_from_tree_cache(raw if ps == 1 else raw + len(batch) * ps, ch, "alloc.evict")
+            if not self.can_alloc(need):
+                self.oom = OOM_DECODE
+                return False
+            last = [int(self.req_pool.req_to_token[r.req_pool_idx, c - 1]) if c > 0 else -1 for r, c in zip(batch, cur)]
+            out = self.alloc.alloc_extend(cur, nxt, last)
+            if out is None:
+                self.oom = OOM_DECODE
+                return False
+            off = 0
+            for req, c, n in zip(batch, cur, nxt):
+                if n > c:
+                    self.req_pool.write(req.req_pool_idx, c, out[off : off + n - c])  # type: ignore[arg-type]
+                    off += n - c
+        for req, n in zip(batch, nxt):
+            room = max(1, min(D, self.p.max_new_tokens[req.rid] - req.output_len))
+            a = ch.int(f"accept[{req.rid}]", 1, room)
+            req.kv_allocated_len = n - 1 if (n > req.kv_allocated_len and self.mutant("spec_v2_records_short_alloc")) else n
+            req.kv_committed_len += a
             req.output_len += a
         return True
 

@@ -145,6 +145,24 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (32, 32), "input_len": (1, 5), "max_new_tokens": (1, 4),
                              "max_prefill_tokens": (32, 32)},
         ),
+        Config(
+            name="spec_v2",
+            doc="spec v2 (v0.5.13+) with topk=2, num_steps=2, num_draft_tokens=3, page_size 1: rows over-allocated to C + 2a",
+            num_reqs=2,
+            page_size=1,
+            spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
+            test_retract=True,  # retraction order and release of the over-allocation
+            private_atoms=2,
+            bounds={
+                "full_tokens": (2, 40),
+                "input_len": (1, 10),
+                "max_new_tokens": (1, 6),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (16, 64),
+            },
+            explicit_bounds={"full_tokens": (24, 24), "input_len": (1, 4), "max_new_tokens": (1, 4),
+                             "max_prefill_tokens": (32, 32)},
+        ),
     ]
 }
 

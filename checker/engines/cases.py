@@ -89,6 +89,8 @@ MUTANT_CASES: list[Case] = [
          dict(input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 1), warm_host=(1, 1))),
     Case("verify_keeps_rejected_page", "spec_topk", "conservation", 2,
          dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4))),
+    Case("spec_v2_records_short_alloc", "spec_v2", "conservation", 2,
+         dict(full_tokens=(24, 24), input_len=(1, 1), max_new_tokens=(3, 3))),
     Case("inc_lock_ref_forgets_protected", "small", "well_formed", 1, _SMALL),
     Case("finished_prefill_also_cached", "small", "conservation", 1, _SMALL),
     Case("add_one_req_skips_locked_recheck", "small", "no_prefill_oom", 1,

@@ -20,8 +20,10 @@ REPLACES = "run_decode_batch"
 
 def replacement(x: Ctx, s: State) -> State:
     before = tuple(s.status[r] == RUNNING for r in range(x.cfg.num_reqs))
-    step = "eagle_decode_step" if x.cfg.spec is not None else "alloc_for_decode"
-    real = (speculative.eagle_decode_step if x.cfg.spec is not None else schedule_batch.alloc_for_decode).original
+    spec = x.cfg.spec
+    step = "alloc_for_decode" if spec is None else "spec_v2_decode_step" if spec.version == 2 else "eagle_decode_step"
+    real = {"alloc_for_decode": schedule_batch.alloc_for_decode, "eagle_decode_step": speculative.eagle_decode_step,
+            "spec_v2_decode_step": speculative.spec_v2_decode_step}[step].original
 
     def stale(x: Ctx, s: State, batch: tuple) -> Any:
         return real(x, s, before)  # planted: the batch before retract_decode
