@@ -727,14 +727,30 @@ class Scheduler:
             if last_one:
                 break
 
-    def _evict_swa(self, req: Req, pre_len: int) -> None:
-        """Release the SWA slots [E, floor(pre_len - W - ps)) that slid out of the window."""
+    def _swa_keep(self) -> int:
+        """Tokens `free_swa_out_of_window_slots` keeps below pre_len, per `swa_release_threshold`:
+        W + ps (off, <= v0.5.14), max(W, ps) (v0.5.15.post1+), ceil_page(max(W, ps)) (v0.5.23)."""
         W, ps = self.p.sliding_window_size, self.ps
+        v = self.design.variant("swa_release_threshold")
+        if v is None:
+            return W + ps
+        if v == "max_w_ps":
+            return max(W, ps)
+        return ceil_page(max(W, ps), ps)
+
+    def free_swa_out_of_window_slots(self, req: Req, pre_len: int, skip_free: bool = False) -> None:
+        """`free_swa_out_of_window_slots`: E rises to P, then the SWA slots [E, E') that slid out
+        of the window are released, E' = floor(max(E, pre_len - keep)). `skip_free`: the planted
+        `evict_swa_skips_free_swa` (decode's `_evict_swa` only, as the model's mutant)."""
         E = max(req.swa_evicted_seqlen, req.cache_protected_len)
-        target = max(E, floor_page(pre_len - W - ps, ps))
-        if target > E and not self.mutant("evict_swa_skips_free_swa"):
+        target = max(E, floor_page(pre_len - self._swa_keep(), self.ps))
+        if target > E and not skip_free:
             self.alloc.free_swa(self.row(req, E, target))
         req.swa_evicted_seqlen = target
+
+    def _evict_swa(self, req: Req, pre_len: int) -> None:
+        """Release the SWA slots that slid out of the window (decode)."""
+        self.free_swa_out_of_window_slots(req, pre_len, skip_free=self.mutant("evict_swa_skips_free_swa"))
 
     def run_decode_batch(self, ch: Chooser) -> None:
         batch = sorted(self.running, key=lambda q: q.rid)
