@@ -185,6 +185,15 @@ FIXES: dict[str, Fix] = {
             off="speculative requests are retracted from the back of the batch (allow_policy_sort=False)",
         ),
         Fix(
+            "swa_req_ring",
+            0,
+            "",
+            "v0.5.20",
+            "the SWA allocator may be a per-request ring (DeepSeek-V4 unified_kv, swa_req_ring_size; PR not identified, "
+            "#31040 describes the design): a config with swa_ring applies",
+            off="no per-request SWA ring: a config with swa_ring does not apply",
+        ),
+        Fix(
             "swa_extend_exact_pages",
             0,
             "",
