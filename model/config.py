@@ -67,6 +67,9 @@ class Config:
     chunked_prefill: bool = False
     streaming_sessions: tuple[int, ...] = ()  # request slots that are turns of a streaming session
     spec: Spec | None = None
+    # DeepSeek-V4 `unified_kv` pools (v0.5.20+): the SWA allocator is a per-request ring
+    # (`swa_req_ring_size` = W): SWA capacity is free request rows times ceil_page(W), see model/allocator.py
+    swa_ring: bool = False
     test_retract: bool = False  # SGLANG_TEST_RETRACT: retraction may be forced at any decode step
     shares_warm_prefix: tuple[bool, ...] = ()
     warm_atoms: int = 0
@@ -98,6 +101,12 @@ class Config:
             problems.append("streaming sessions with chunked prefill are not modelled (the stash of a streaming turn skips the tree)")
         if self.spec is not None and self.hybrid_swa:
             problems.append("EAGLE with hybrid SWA is not modelled")
+        if self.swa_ring:
+            W = self.bounds.get("sliding_window_size", DEFAULT_BOUNDS["sliding_window_size"])
+            if not self.hybrid_swa or self.hicache or self.page_size < 2 or W[0] != W[1] or W[0] < 1:
+                problems.append(f"swa_ring needs hybrid_swa, no hicache, page_size >= 2 (the ring allocator is paged) and "
+                                f"one sliding_window_size >= 1 (the ring cost is a constant), got hybrid_swa={self.hybrid_swa} "
+                                f"hicache={self.hicache} page_size={self.page_size} sliding_window_size={W}")
         for r in self.streaming_sessions:
             if not 0 <= r < self.num_reqs:
                 problems.append(f"streaming session slot {r} is not a request slot (0..{self.num_reqs - 1})")
@@ -118,6 +127,8 @@ class Config:
                 return f"config {self.name!r} runs EAGLE v1, which {design.name} does not ship (removed in v0.5.13, #25464)"
             if self.spec.version == 2 and not v2:
                 return f"config {self.name!r} runs spec v2; {design.name} models EAGLE v1 (without eagle_v1_removed)"
+        if self.swa_ring and not design.on("swa_req_ring"):
+            return f"config {self.name!r} has a per-request SWA ring, which {design.name} does not ship (v0.5.20+, swa_req_ring)"
         return None
 
     # -- tree shape ---------------------------------------------------------------------------
