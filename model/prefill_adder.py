@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import hicache, radix_cache
+from . import allocator, hicache, radix_cache
 from .radix_cache import MatchResult
 from .state import RUNNING, State
 from .transition import Ctx, transition
@@ -142,7 +142,25 @@ def cur_rem_tokens(x: Ctx, s: State, ad: Adder) -> Any:
 
 
 def rem_swa_tokens(x: Ctx, s: State, ad: Adder, extra: tuple = ()) -> Any:
+    if x.cfg.swa_ring:
+        return ring_rem_swa_tokens(x, s, ad)
     return s.swa_available + radix_cache.counters(x, s, extra).swa_evictable - ad.rem_swa_token_offset
+
+
+# -- the per-request SWA ring (v0.5.20+, config `swa_ring`) --------------------------------------------
+# SGLang managers/schedule_policy.py (v0.5.20:584, 743-801, 886-905, 999-1006, 1138-1146): with a ring
+# the SWA budget is counted in request rows: `rem_swa_tokens` = swa_available_size() (free rows x
+# ring cost) - offset, with no evictable term (the tree's SWA frees no ring space); each request
+# needs one ring (`_swa_budget_for_req` = the ring cost), charged once (not again for a chunked
+# continuation); the gate admits on `needed <= rem_swa` ("ring-slot capacity is exact");
+# `add_chunked_req` has no SWA term.
+def ring_rem_swa_tokens(x: Ctx, s: State, ad: Adder) -> Any:
+    return allocator.swa_available_size(x, s) - ad.rem_swa_token_offset
+
+
+def ring_swa_gate_fails(x: Ctx, needed: Any, rem_swa: Any) -> Any:
+    """The SWA gate refuses: `needed >= rem_swa`, or with the ring `needed > rem_swa`."""
+    return needed > rem_swa if x.cfg.swa_ring else needed >= rem_swa
 
 
 def swa_gate_on(x: Ctx) -> bool:
@@ -153,7 +171,9 @@ def swa_gate_on(x: Ctx) -> bool:
 def _swa_budget_for_req(x: Ctx, ad: Adder, extend: Any, max_new: Any, swa_host_hit: Any) -> Any:
     """`_swa_budget_for_req`: SWA tokens a request may still need in this pass (chunk N+1 of a
     chunked prefill, at least one window for decode headroom, one page of allocator slack, and
-    since #27391 the SWA pages its load-back allocates)."""
+    since #27391 the SWA pages its load-back allocates); with the per-request ring, one ring."""
+    if x.cfg.swa_ring:
+        return allocator.swa_ring_cost(x)
     ps, W = x.ps, x.p.sliding_window_size
     rc = ad.rem_chunk_tokens
     capped = x.min(extend, rc) if rc is not None else extend
@@ -206,7 +226,7 @@ def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any
     limit = ad.rem_chunk_tokens
     if swa_gate_on(x):
         rem_swa = rem_swa_tokens(x, s, ad, extra)
-        swa_fails = swa_budget >= rem_swa
+        swa_fails = ring_swa_gate_fails(x, swa_budget, rem_swa)
         hatch_variant = x.variant("swa_chunk_cap")
         if hatch_variant is not None and limit is not None:
             # `_swa_chunk_cap`: the largest page-aligned chunk that leaves the request's decode
@@ -216,7 +236,7 @@ def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any
             cap = x.floor_page(x.clamp0(rem_swa - reserved))
             opens = x.and_(swa_fails, cap > 0)
             if hatch_variant == "never_fits":
-                opens = x.and_(opens, swa_budget >= x.p.swa_tokens)
+                opens = x.and_(opens, swa_budget >= allocator.swa_size(x))
             swa_fails = x.and_(swa_fails, x.not_(opens))
             limit = x.ite(opens, x.min(limit, cap), limit)
         fails = x.or_(fails, swa_fails)
@@ -314,7 +334,8 @@ def add_chunked_req(x: Ctx, s: State, ad: Adder, r: int) -> tuple[Adder, Any]:
     deferred: Any = False
     if x.cfg.hybrid_swa and x.on("swa_budget_split"):
         reserve = ps if x.on("chunked_swa_page_reserve") else 0
-        budget = x.min(budget, rem_swa_tokens(x, s, ad) - reserve)
+        if not x.cfg.swa_ring:  # a ring holds no chunk tokens
+            budget = x.min(budget, rem_swa_tokens(x, s, ad) - reserve)
         if x.on("chunked_swa_page_reserve"):
             deferred = budget <= 0  # #23174: leave it for a later pass instead of over-allocating
     budget = x.ite(x.and_(budget <= 0, x.not_(deferred)), rc, budget)  # "must be added or its KV leaks"
@@ -322,6 +343,8 @@ def add_chunked_req(x: Ctx, s: State, ad: Adder, r: int) -> tuple[Adder, Any]:
     ext = x.min(extend, budget)
     mnt = x.ite(truncated, 0, x.min(x.p.max_new_tokens[r], x.cfg.clip_max_new_tokens))
     appended = _update_prefill_budget(x, ad, ext, mnt)
+    if x.cfg.swa_ring:  # the ring was charged at the first admission
+        appended = appended.set(rem_swa_token_offset=ad.rem_swa_token_offset)
     appended = appended.at("can_run", r, True).at("extend", r, ext).at("prefix", r, prefix).at("new_chunked", r, truncated)
     out = x.branch(deferred, lambda: ad, lambda: appended)
     return out, x.or_(deferred, truncated)
