@@ -81,7 +81,9 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
     swa_sum: Any = 0
     if cfg.hybrid_swa:
         swa_sum = s.swa_available + cnt.swa_evictable + cnt.swa_protected + H_S + U_S
-        if x.variant("swa_busy_check") == "on":
+        # with the per-request SWA ring (v0.5.20+) `_check_swa_pool` skips the SWA equation
+        # ("there is no token pool to conserve", invariant_checker.py v0.5.20:154-164)
+        if x.variant("swa_busy_check") == "on" and not cfg.swa_ring:
             swa_ok = swa_sum == x.p.swa_tokens
     fired = x.and_(ran, x.not_(crashed), x.not_(x.and_(full_ok, swa_ok)))
     terms = dict(
