@@ -250,6 +250,8 @@ def match_prefix(x: Ctx, s: State, r: int, key_len: Any) -> MatchResult:
             seen_tomb = x.or_(seen_tomb, x.and_(step_ok, e, t))
             after_tomb = x.ite(x.and_(step_ok, e), x.ite(t, 0, after_tomb + L), after_tomb)
             valid = x.or_(x.not_(seen_tomb), after_tomb >= W)
+            if x.cfg.swa_ring:  # a ring is not in the tree: a device tombstone is a valid end (v0.5.20 swa.py:326-338)
+                valid = x.or_(valid, t)
         else:
             valid = True
         hit = x.and_(step_ok, e, valid)
