@@ -29,7 +29,31 @@ def _after_failed_decode(sc: Any, diffs: list, design: Any, version: str) -> boo
     return " decode: free sizes" in first
 
 
+def _cross_request_sharing(sc: Any, diffs: list, design: Any, version: str) -> bool:
+    """The first difference is a match longer in SGLang than in kvmc, for a request sharing the
+    warm prefix, after an eviction: the warm node was evicted and the other request re-inserted
+    those tokens in a node of its own, which SGLang's tree shares and kvmc's atoms do not."""
+    first = diffs[0][0]
+    if ": prefix" not in first or not (isinstance(diffs[0][1], int) and diffs[0][1] > diffs[0][2]):
+        return False
+    op = int(first.split()[1])
+    return any(o[0] == "evict" for o in sc.ops[:op]) and sum(1 for r in sc.reqs if r[1]) == 2
+
+
 ABSTRACTIONS: list[Abstraction] = [
+    Abstraction(
+        "sharing_through_warm_prefix_only",
+        "kvmc's tree is a fixed set of atoms (model/config.py): requests share tokens only through the warm "
+        "prefix chain; a node a request inserts is matched again only by that request. When the warm node is "
+        "evicted and one request re-inserts the shared tokens in its own chain, SGLang's next request matches "
+        "them; kvmc's does not (a shorter prefix: it prefills and allocates more).",
+        "the budgets of the later request (a larger extend; an admission kvmc refuses that SGLang grants, never "
+        "the reverse for the same pools), hence no_prefill_oom's and the busy checks' reachable states: kvmc "
+        "explores fewer cache-hit states after an eviction of a shared prefix. conservation and well_formed per "
+        "state are unaffected (the tokens are accounted either way).",
+        ("RadixCache", "SWARadixCache"),
+        _cross_request_sharing,
+    ),
     Abstraction(
         "failed_swa_decode_not_atomic",
         "SWATokenToKVPoolAllocator.alloc_decode allocates from the full sub-allocator, then from the SWA one, "

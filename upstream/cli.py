@@ -25,6 +25,8 @@ def add_parsers(sub: Any) -> None:
     pc.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
     pc.add_argument("--design", help="compare against this design instead of the release's preset (with --mutant)")
     pc.add_argument("--mutant", action="append", default=[], help="plant a model mutant (model/mutants/)")
+    pc.add_argument("--override", action="append", metavar="FILE",
+                    help="replace a transition (a .py file with REPLACES and replacement, as model/mutants/)")
     pc.add_argument("--dir", help="install folder (default $KVMC_SGLANG_DIR or ~/.cache/kvmc/sglang)")
     pc.add_argument("--install", action="store_true", help="install missing releases first")
     pc.add_argument("--jobs", type=int, default=2, help="releases run in parallel (default 2)")

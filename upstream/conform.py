@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 ROW_NAMES = (
     "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "_swa_budget_for_req", "budget_state",
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
-    "ReqToTokenPool",
+    "ReqToTokenPool", "RadixCache", "SWARadixCache",
 )
 
 
@@ -40,7 +40,7 @@ def row_names() -> tuple[str, ...]:
 
 
 def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[str], examples: int, seed: int,
-            root: Path) -> dict[str, Any]:
+            root: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     path = release_path(root, version)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(REPO)]), PYTHONHASHSEED="0")
     cmd = [sys.executable, "-W", "ignore", "-m", "upstream.worker", "--version", version, "--design", design,
@@ -49,6 +49,8 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
         cmd += ["--mutant", m]
     for r in rows:
         cmd += ["--row", r]
+    for o in overrides:
+        cmd += ["--override", str(Path(o).resolve())]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
     if p.returncode != 0:
@@ -61,7 +63,7 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
 
 def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000, seed: int = 0,
         root: Path | None = None, design: str | None = None, mutants: Sequence[str] = (), jobs: int = 2,
-        do_install: bool = False) -> list[dict[str, Any]]:
+        do_install: bool = False, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
     root = Path(root) if root is not None else default_dir()
     rels = [release(v) for v in versions]
     for r in rels:
@@ -84,12 +86,16 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         bad = [m for m in mutants if m not in available()]
         if bad:
             raise UpstreamUsageError(f"unknown mutant(s) {bad}; expected some of {sorted(available())}")
+    for o in overrides:
+        if not Path(o).is_file():
+            raise UpstreamUsageError(f"override file {o!r} does not exist (expected a .py file with REPLACES and replacement)")
     if do_install:
         install([r.version for r in rels], root, say=lambda m: print(m, file=sys.stderr))
     for r in rels:
         release_path(root, r.version)  # not installed: one line, exit 2, before any worker starts
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futs = [ex.submit(_worker, r.version, design or r.preset, mutants, rows, examples, seed, root) for r in rels]
+        futs = [ex.submit(_worker, r.version, design or r.preset, mutants, rows, examples, seed, root, overrides)
+                for r in rels]
         return [f.result() for f in futs]
 
 
@@ -152,7 +158,7 @@ def cmd_conform(args: Any) -> int:
         versions = [r.version for r in preset_releases()] if args.all else args.sglang
         t0 = time.time()
         results = run(versions, args.transition or (), args.examples, args.seed, Path(args.dir) if args.dir else None,
-                      args.design, args.mutant, args.jobs, args.install)
+                      args.design, args.mutant, args.jobs, args.install, args.override or ())
     except UpstreamUsageError as e:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return EXIT_USAGE

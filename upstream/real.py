@@ -182,5 +182,43 @@ def prefill_adder(tree: Any, alloc: Any, page_size: int, running: Any, ratio: fl
     return setup()["sp"].PrefillAdder(page_size, tree, alloc, running, ratio, rem_input, rem_chunk)
 
 
+def set_fill(req: Any, prefix: int, end: int) -> None:
+    """The request's fill ids are its first `end` tokens, `prefix` of them cached (what the
+    PrefillAdder leaves on an admitted request)."""
+    fill = list(req.origin_input_ids) + list(req.output_ids)
+    if hasattr(req, "full_untruncated_fill_ids"):
+        req.full_untruncated_fill_ids = _ids(fill)
+    if hasattr(req, "set_extend_range"):
+        req.set_extend_range(prefix, end)
+    elif hasattr(req, "fill_len") and not callable(getattr(req, "fill_len")):
+        req.fill_len = end
+    else:
+        req.fill_ids = _ids(fill[:end])
+
+
+def extend_slots(alloc: Any, row: Any, prefix: int, n: int, page_size: int) -> Any:
+    """`n` new KV slots after `prefix` for one request (`alloc_extend` with its last location on
+    a paged allocator, `alloc(n)` at page_size 1): what `alloc_for_extend` does for it."""
+    if page_size == 1:
+        return alloc.alloc(n)
+    t = lambda v: torch.tensor([v], dtype=torch.int64)  # noqa: E731
+    last = int(row[prefix - 1]) if prefix else -1
+    return alloc.alloc_extend(t(prefix), t(prefix), t(prefix + n), t(prefix + n), t(last), n)
+
+
+def evict(tree: Any, full: int, swa: int) -> None:
+    params = setup()["bpc"].EvictParams(num_tokens=full, swa_num_tokens=swa)
+    tree.evict(params)
+
+
+def tree_sizes(tree: Any, alloc: Any) -> dict[str, int]:
+    if hasattr(alloc, "swa_attn_allocator"):
+        return {"full_available": int(alloc.full_available_size()), "swa_available": int(alloc.swa_available_size()),
+                "full_evictable": int(tree.full_evictable_size()), "swa_evictable": int(tree.swa_evictable_size()),
+                "full_protected": int(tree.full_protected_size()), "swa_protected": int(tree.swa_protected_size())}
+    return {"full_available": int(alloc.available_size()), "full_evictable": int(tree.evictable_size()),
+            "full_protected": int(tree.protected_size())}
+
+
 def add_req_result() -> Any:
     return setup()["sp"].AddReqResult

@@ -456,6 +456,18 @@ def _no_swa_budget(design: Design, version: str) -> str | None:
     return None
 
 
+def _life(swa: bool) -> Any:
+    from .lifecycle import lives
+
+    return lives(swa)
+
+
+def _run_life(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
+    from .lifecycle import run_life
+
+    return run_life(sc, design)
+
+
 # -- the rows --------------------------------------------------------------------------------------
 def _swa(design: Design) -> bool:
     return True
@@ -484,5 +496,9 @@ ROWS: dict[str, Row] = {
         Row("SWATokenToKVPoolAllocator", "alloc_extend / alloc_decode / free / free_swa over a real SWAKVPool",
             lambda: alloc_ops("swa"), run_alloc),
         Row("ReqToTokenPool", "alloc(reqs) / free(req) sequences", pool_ops, run_pool),
+        Row("RadixCache", "request lifecycles: match, lock, chunk stash, finish, evict (plain tree)",
+            lambda: _life(False), _run_life),
+        Row("SWARadixCache", "request lifecycles: match, lock, chunk stash, finish, evict (hybrid SWA tree)",
+            lambda: _life(True), _run_life),
     ]
 }

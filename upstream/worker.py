@@ -106,11 +106,22 @@ def _j(v: Any) -> Any:
     return repr(v)
 
 
+def _load_override(path: str) -> Any:
+    """A transition override file (the format of model/mutants/: `REPLACES`, `replacement`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"kvmc_override_{abs(hash(path))}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m upstream.worker")
     p.add_argument("--version", required=True)
     p.add_argument("--design", required=True)
     p.add_argument("--mutant", action="append", default=[])
+    p.add_argument("--override", action="append", default=[], help="a file with REPLACES and replacement()")
     p.add_argument("--row", action="append", default=[])
     p.add_argument("--examples", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
@@ -124,6 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     real.setup()
     import_s = time.time() - t0
     design = preset(a.design).with_mutants(frozenset(a.mutant))
+    if a.override:
+        from model.designs import Design
+
+        overrides = {}
+        for path in a.override:
+            mod = _load_override(path)
+            overrides[mod.REPLACES] = mod.replacement
+        design = Design(design.name + "+override", design.fixes, design.mutants, overrides)
     rows = [ROWS[r] for r in (a.row or list(ROWS))]
     out = {"version": a.version, "design": design.name, "import_seconds": round(import_s, 1), "rows": []}
     for row in rows:

@@ -1,0 +1,79 @@
+"""`kvmc conform` on real SGLang releases (CPU): the presets agree with their releases on a fixed
+Hypothesis profile, a planted off-by-one is caught and shrunk, and bad input is one line, exit 2.
+
+The profile: seed 0, `KVMC_CONFORM_EXAMPLES` scenarios per row (default 60; `kvmc conform --all`
+runs 2,000)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from upstream import conform
+
+from .conftest import CI_RELEASES
+
+EXAMPLES = int(os.environ.get("KVMC_CONFORM_EXAMPLES", "60"))
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+
+@pytest.fixture(scope="module")
+def results(sglang_root: Path) -> dict:
+    out = conform.run(CI_RELEASES, examples=EXAMPLES, seed=0, root=sglang_root, jobs=2)
+    return {r["version"]: r for r in out}
+
+
+@pytest.mark.parametrize("version", CI_RELEASES)
+@pytest.mark.parametrize("row", conform.ROW_NAMES)
+def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -> None:
+    res = results[version]
+    assert "error" not in res, res.get("error")
+    (r,) = [r for r in res["rows"] if r["row"] == row]
+    if "not_applicable" in r:
+        assert version == "0.5.10.post1" and row == "_swa_budget_for_req", r
+        return
+    assert r["scenarios"] == EXAMPLES
+    assert r["disagreed"] == 0, conform.side_by_side(res, r)
+    assert r["agreed"] + sum(r["abstractions"].values()) == r["scenarios"]
+
+
+def test_planted_off_by_one_is_caught_and_shrunk(sglang_root: Path) -> None:
+    (res,) = conform.run(["0.5.13"], ["budget_state"], examples=100, seed=0, root=sglang_root,
+                         overrides=[str(HERE / "planted_budget_state.py")])
+    (row,) = res["rows"]
+    assert row["disagreed"] > 0
+    m = row["minimal"]
+    assert "rem_input=0," in m["scenario"], m  # shrunk to the boundary the planted gate moved
+    assert ["budget_state()", "OTHER", "CONTINUE"] in m["diffs"], m
+    text = conform.side_by_side(res, row)
+    assert "budget_state(): SGLang 0.5.13: OTHER / kvmc v0.5.13+override: CONTINUE" in text
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "upstream", *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["conform", "--sglang", "9.9"], "unknown SGLang release '9.9'"),
+        (["conform", "--sglang", "0.5.23"], "no adapter yet"),
+        (["conform", "--sglang", "0.5.13", "--transition", "nope"], "unknown transition row"),
+        (["sglang", "install", "0.5.13", "7.7"], "unknown SGLang release '7.7'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args: list[str], says: str, tmp_path: Path) -> None:
+    p = _cli(*args, "--dir", str(tmp_path / "sg"))
+    assert p.returncode == 2, p.stderr
+    assert says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "sg").exists() or not any((tmp_path / "sg").iterdir())
+
+
+def test_release_not_installed_is_one_line_exit_2(tmp_path: Path) -> None:
+    p = _cli("conform", "--sglang", "0.5.11", "--dir", str(tmp_path))
+    assert p.returncode == 2 and "is not installed" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -1,0 +1,269 @@
+"""Rows `RadixCache` and `SWARadixCache`: request lifecycles through SGLang's real radix tree,
+allocator and ReqToTokenPool, and through kvmc's model of the tree (model/radix_cache.py).
+
+A scenario is a warm prefix already in the tree, two requests (each may share the warm prefix),
+and a sequence of operations as the scheduler performs them:
+
+* `chunk r k`: request r prefills k more tokens. The first time: `init_next_round_input` (match,
+  compared), a ReqToTokenPool slot, the prefix written to its row, the PrefillAdder's persistent
+  `inc_lock_ref(last_node)`; later times: first the stash of the previous chunk
+  (`cache_unfinished_req(req, chunked=True)`). Then `alloc_extend` (or `alloc` at page_size 1)
+  of the k slots, written to the row.
+* `stash r`: `cache_unfinished_req` (a request whose prefill is complete and keeps decoding, or a
+  chunk's stash).
+* `finish r`: the rest of its prefill if any, then `release_kv_cache` (`cache_finished_req`, the
+  ReqToTokenPool slot freed).
+* `evict n`: `tree.evict(num_tokens=n, swa_num_tokens=n)`.
+
+After each operation the allocator's free sizes and the tree's evictable / protected sizes are
+compared. Eviction: SGLang evicts LRU leaves; kvmc lets eviction pick any minimal set of
+evictable leaves (an over-approximation, model/radix_cache.py). The harness enumerates every
+eviction the model allows and checks that SGLang's outcome (its sizes) is one of them, then
+continues the model from that outcome.
+
+The model's tree is fixed in shape (atoms, model/config.py): warm chain of 1 atom plus 1 spare
+(a split's tail), each request a private chain of 4 atoms (its inserts: one per stash, two on a
+hybrid-SWA finish).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from model import radix_cache, schedule_batch
+from model.config import Config, concrete_params
+from model.designs import Design
+from model.ops import Concrete, Infeasible
+from model.state import CHUNKED, FINISHED, RUNNING, WAITING
+from model.transition import Ctx
+
+from . import real
+
+
+@dataclass(frozen=True)
+class Life:
+    page_size: int
+    swa: bool
+    window: int
+    pool: int  # full (and SWA) pool size
+    warm: int
+    reqs: tuple  # (input_len, shares warm)
+    ops: tuple
+
+    def describe(self) -> str:
+        w = f", window={self.window}" if self.swa else ""
+        return (f"{'SWARadixCache' if self.swa else 'RadixCache'}, page_size={self.page_size}{w}, pool={self.pool}, "
+                f"warm={self.warm}, reqs={list(self.reqs)}, ops={list(self.ops)}")
+
+
+@st.composite
+def lives(draw: Any, swa: bool) -> Life:
+    ps = draw(st.sampled_from([1, 4]))
+    warm = ps * draw(st.integers(0, 3))
+    reqs = []
+    for _ in range(2):
+        shares = warm > 0 and draw(st.booleans())
+        lo = warm + 1 if shares else 1
+        reqs.append((draw(st.integers(lo, lo + 24)), shares))
+    op = st.one_of(
+        st.tuples(st.just("chunk"), st.integers(0, 1), st.integers(1, 12)),
+        st.tuples(st.just("stash"), st.integers(0, 1)),
+        st.tuples(st.just("finish"), st.integers(0, 1)),
+        st.tuples(st.just("evict"), st.integers(1, 24)),
+    )
+    return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, ps * 24, warm, tuple(reqs),
+                tuple(draw(st.lists(op, min_size=1, max_size=8))))
+
+
+class _Enumerate:
+    """An oracle that walks every sequence of boolean choices (depth first)."""
+
+    def __init__(self) -> None:
+        self.prefix: list[bool] = []
+        self.made: list[bool] = []
+
+    def pick_bool(self, name: str) -> bool:
+        i = len(self.made)
+        v = self.prefix[i] if i < len(self.prefix) else False
+        self.made.append(v)
+        return v
+
+    def pick_int(self, name: str, lo: int, hi: int) -> int:
+        raise Infeasible("integer choice in an eviction")
+
+    def next(self) -> bool:
+        while self.made and self.made[-1]:
+            self.made.pop()
+        if not self.made:
+            return False
+        self.prefix = self.made[:-1] + [True]
+        self.made = []
+        return True
+
+
+def _model(sc: Life, design: Design) -> tuple[Config, Any]:
+    cfg = Config(name="conform-life", doc="", num_reqs=2, page_size=sc.page_size, bounds={}, hybrid_swa=sc.swa,
+                 chunked_prefill=True, shares_warm_prefix=tuple(r[1] for r in sc.reqs), warm_atoms=1,
+                 warm_spare_atoms=1, private_atoms=4)
+    p = concrete_params(cfg, full_tokens=sc.pool, swa_tokens=sc.pool if sc.swa else 0,
+                        sliding_window_size=sc.window if sc.swa else 0, chunked_prefill_size=64, max_prefill_tokens=64,
+                        req_pool_size=4, input_len=tuple(r[0] for r in sc.reqs), max_new_tokens=(1, 1),
+                        warm_len=(sc.warm,), warm_device=(True,), warm_host=(False,))
+    return cfg, p
+
+
+def _sizes(x: Ctx, s: Any) -> dict[str, int]:
+    c = radix_cache.counters(x, s)
+    out = {"full_available": s.full_available, "full_evictable": c.full_evictable, "full_protected": c.full_protected}
+    if x.cfg.hybrid_swa:
+        out.update(swa_available=s.swa_available, swa_evictable=c.swa_evictable, swa_protected=c.swa_protected)
+    return out
+
+
+def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
+    import torch
+
+    ps = sc.page_size
+    alloc = real.allocator("swa" if sc.swa else ("token" if ps == 1 else "paged"), sc.pool, ps, sc.pool)
+    pool = real.req_to_token_pool(4, max_context_len=128)
+    tree = real.tree_cache(alloc, ps, sc.window if sc.swa else None, pool)
+    warm_tokens = list(range(900, 900 + sc.warm))
+    if sc.warm:
+        real.insert(tree, warm_tokens, real.take(alloc, sc.warm, ps))
+    reqs = []
+    for i, (n, shares) in enumerate(sc.reqs):
+        toks = (warm_tokens if shares else []) + list(range(2000 + 100 * i, 2000 + 100 * i + n - (sc.warm if shares else 0)))
+        reqs.append(real.make_req(f"life{i}", toks, 1))
+    cfg, p = _model(sc, design)
+    x = Ctx(Concrete(), cfg, design, p)
+    from model.system import init_state, match_prefix
+
+    s = init_state(x)
+    s = s.set(status=(WAITING, WAITING))
+    state = ["new", "new"]  # new | prefilling | done | finished
+    committed = [0, 0]
+    obs: list[tuple[str, Any, Any]] = []
+
+    def stash(r: int) -> None:
+        nonlocal s
+        tree.cache_unfinished_req(reqs[r], chunked=True) if _takes_chunked(tree) else tree.cache_unfinished_req(reqs[r])
+        s = radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]")
+
+    def chunk(r: int, k: int, label: str) -> bool:
+        """Prefill k more tokens of request r (stash first if it already has KV)."""
+        nonlocal s
+        req = reqs[r]
+        fill = sc.reqs[r][0]
+        if state[r] == "new":
+            req.init_next_round_input(tree)
+            with x.scope(f"admit[{r}]"):
+                s, m, _fresh = match_prefix(x, s, r)
+            obs.append((f"{label}: prefix", real.prefix_len(req), m.prefix_len))
+            if pool.alloc([req]) is None:
+                return False
+            pre = real.prefix_len(req)
+            pool.write((req.req_pool_idx, slice(0, pre)), req.prefix_indices)
+            res = tree.inc_lock_ref(req.last_node)
+            if sc.swa:
+                req.swa_uuid_for_lock = res.swa_uuid_for_lock
+            s, top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
+            s = s.req(r, last_node=m.last_device_node, swa_lock_top=top, cache_protected_len=m.prefix_len,
+                      kv_committed_len=m.prefix_len, kv_allocated_len=m.prefix_len, status=CHUNKED)
+            s = s.set(req_pool_available=s.req_pool_available - 1)
+            req.cache_protected_len = pre
+            committed[r] = pre
+            state[r] = "prefilling"
+        else:
+            stash(r)
+        start = committed[r]
+        k = min(k, fill - start)
+        if k <= 0:
+            return True
+        row = pool.req_to_token[req.req_pool_idx]
+        out = real.extend_slots(alloc, row, start, k, ps)
+        need = x.ceil_page(start + k) - x.ceil_page(start)
+        from model import allocator as ma
+
+        ok = ma.can_alloc(x, s, need)
+        obs.append((f"{label}: alloc returned None", out is None, not ok))
+        if out is None or not ok:
+            return False
+        pool.write((req.req_pool_idx, slice(start, start + k)), out)
+        s = ma.alloc(x, s, need)
+        committed[r] = start + k
+        req.kv_committed_len = req.kv_allocated_len = start + k
+        real.set_fill(req, real.prefix_len(req), start + k)
+        s = s.req(r, kv_committed_len=start + k, kv_allocated_len=start + k,
+                  status=RUNNING if start + k == fill else CHUNKED)
+        if start + k == fill:
+            state[r] = "done"
+        return True
+
+    for i, op in enumerate(sc.ops):
+        label = f"op {i} {op}"
+        try:
+            if op[0] == "chunk":
+                r = op[1]
+                if state[r] == "finished":
+                    continue
+                if not chunk(r, op[2], label):
+                    break  # an allocation failure ends the scenario (the scheduler would die)
+            elif op[0] == "stash":
+                r = op[1]
+                if state[r] not in ("prefilling", "done"):
+                    continue
+                stash(r)
+            elif op[0] == "finish":
+                r = op[1]
+                if state[r] == "finished":
+                    continue
+                while state[r] != "done":
+                    if not chunk(r, 64, label):
+                        return obs
+                req = reqs[r]
+                tree.cache_finished_req(req)
+                pool.free(req)
+                s = schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
+                state[r] = "finished"
+            else:
+                n = op[1]
+                real.evict(tree, n, n if sc.swa else 0)
+                got = real.tree_sizes(tree, alloc)
+                outcomes = _model_evictions(x, s, n)
+                match = [o for o in outcomes if _sizes(x, o) == got]
+                obs.append((f"{label}: SGLang's eviction is one the model allows", True, bool(match)))
+                if not match:
+                    obs.append((f"{label}: sizes (model: first allowed outcome)", got,
+                                _sizes(x, outcomes[0]) if outcomes else None))
+                    return obs
+                s = match[0]
+        except Infeasible as e:  # the scenario leaves the bounded model (e.g. more nodes than atoms)
+            obs.append((f"{label}: outside the bounded model", "-", "-"))
+            obs.append(("outside", str(e), str(e)))
+            return obs
+        obs.append((f"{label}: sizes", real.tree_sizes(tree, alloc), _sizes(x, s)))
+    return obs
+
+
+def _takes_chunked(tree: Any) -> bool:
+    import inspect
+
+    return "chunked" in inspect.signature(tree.cache_unfinished_req).parameters
+
+
+def _model_evictions(x: Ctx, s: Any, n: int) -> list[Any]:
+    """Every state the model's `evict_from_tree_cache`-style eviction of (n, n) may reach."""
+    out = []
+    oracle = _Enumerate()
+    for _ in range(4096):
+        xe = Ctx(Concrete(oracle), x.cfg, x.design, x.p)
+        try:
+            out.append(radix_cache.evict(xe, s, n, n if x.cfg.hybrid_swa else 0, "evict"))
+        except Infeasible:
+            pass
+        if not oracle.next():
+            break
+    return out
