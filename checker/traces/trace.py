@@ -56,6 +56,9 @@ class Trace:
     prop: str | None = None
     engine: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    # a lasso (a liveness counterexample, checker/engines/liveness.py): the last state equals state
+    # `loop`, and steps loop+1 .. depth repeat forever (ITF's `loop` field); None for a finite trace
+    loop: int | None = None
 
     @property
     def states(self) -> list[State]:
@@ -209,9 +212,14 @@ def step_table(trace: Trace, verdict_line: str = "") -> str:
     lines.append("state 0: " + initial_summary(trace))
     states = trace.states
     for t, st in enumerate(trace.steps, 1):
-        lines.append(f"step {t}: {st.action}" + (f"  [{describe_picks(st.picks)}]" if describe_picks(st.picks) else ""))
+        if trace.loop is not None and t == trace.loop + 1:
+            lines.append(f"loop: steps {t}..{trace.depth} repeat forever (state {trace.depth} = state {trace.loop})")
+        mark = "  (loop)" if trace.loop is not None and t > trace.loop else ""
+        lines.append(f"step {t}: {st.action}" + (f"  [{describe_picks(st.picks)}]" if describe_picks(st.picks) else "") + mark)
         for d in diff(states[t - 1], states[t], trace.cfg):
             lines.append(f"    {d}")
+    if trace.loop is not None:
+        lines.append(f"back to state {trace.loop}: the loop repeats")
     if verdict_line:
         lines.append(verdict_line)
     return "\n".join(lines)
