@@ -5,13 +5,18 @@
      "params": ["full_tokens", ...],          # constants; their values are in every state
      "vars": [<state fields>, "mbt::actionTaken", "mbt::nondetPicks"],
      "states": [{"#meta": {"index": 0}, "full_tokens": {"#bigint": "8"}, ...,
-                 "mbt::actionTaken": "init", "mbt::nondetPicks": {}}, ...]}
+                 "mbt::actionTaken": "init", "mbt::nondetPicks": {}}, ...],
+     "loop": 3}                               # a lasso only (liveness): the last state equals states[3]
 
 Integers are `{"#bigint": "n"}`, per-request / per-node / per-slot fields are JSON lists, and each
 state after the first records the action taken and its named choices (`mbt::nondetPicks`, each a
 Quint option `{"tag": "Some", "value": v}`), so a trace replays by action name and choices. The
 picks are an ITF `#map` from choice name to option rather than Quint's record, because kvmc's
 choice names (`prefill.evict[3]`) are not identifiers, and itf-py turns records into namedtuples.
+
+A lasso (a liveness counterexample) has ADR-015's `loop`: the index of the state its loop starts
+at. kvmc's last state is that state again, so every step of the loop is recorded with its choices
+and the recurrence can be checked (reading refuses a `loop` whose state is not the last one).
 
 Reading is strict: anything that is not a kvmc trace (bad JSON, a missing or mistyped field, an
 unknown action, config, fix or mutant) raises `ItfError` naming the file, the step and the field.
@@ -119,7 +124,10 @@ def to_itf(trace: Trace, meta: dict[str, Any] | None = None) -> dict[str, Any]:
             d[ACTION_TAKEN] = step.action
             d[NONDET_PICKS] = {"#map": [[k, {"tag": "Some", "value": enc(v)}] for k, v in step.picks.items()]}
         states.append(d)
-    return {"#meta": m, "params": list(PARAM_NAMES), "vars": [*FIELD_NAMES, ACTION_TAKEN, NONDET_PICKS], "states": states}
+    out = {"#meta": m, "params": list(PARAM_NAMES), "vars": [*FIELD_NAMES, ACTION_TAKEN, NONDET_PICKS], "states": states}
+    if trace.loop is not None:  # ADR-015's optional `loop`: the state the lasso's loop starts at
+        out["loop"] = trace.loop
+    return out
 
 
 def write(path: str | Path, trace: Trace, meta: dict[str, Any] | None = None) -> Path:
@@ -242,8 +250,14 @@ def from_itf(data: Any, file: str = "<trace>") -> Trace:
                 dp[k] = val
             steps.append(Step(action, dp, st))
     assert params is not None
+    loop = data.get("loop")
+    if loop is not None:  # a lasso: states[loop] recurs as the last state (kvmc records every step of the loop)
+        if isinstance(loop, bool) or not isinstance(loop, int) or not 0 <= loop < len(parsed) - 1:
+            raise ItfError(file, "loop", f"{loop!r} is not the index of a state before the last (0..{len(parsed) - 2})")
+        if parsed[loop] != parsed[-1]:
+            raise ItfError(file, "loop", f"the last state (state {len(parsed) - 1}) is not state {loop}: not a lasso")
     meta = {k: v for k, v in m.items() if k not in ("config", "fixes", "mutants", "design", "property", "engine")}
-    return Trace(cfg, design, params, parsed[0], steps, m.get("property"), str(m.get("engine", "")), meta)
+    return Trace(cfg, design, params, parsed[0], steps, m.get("property"), str(m.get("engine", "")), meta, loop)
 
 
 def _check_shape(st: State, p: Params, cfg: Any, file: str, where: str) -> None:
