@@ -1,0 +1,299 @@
+"""The refinement map on real SGLang objects: SGLang's live scheduler -> the model's state variables
+(model/state.py), field for field as pool/abstraction.py maps kvmc's torch pool (worker side).
+
+* pools: the allocator's `available_size()` (`full_available_size()` / `swa_available_size()` for
+  hybrid SWA), `len(req_to_token_pool.free_slots)`;
+* the tree: one model atom per `TreeNode`. A node's tokens say whose it is (kvmc's token scheme,
+  harness.token: warm-prefix tokens are shared, others private to one request slot); the k-th node
+  of an owner on its root path is atom k of that owner's chain (`Config.private_chain` /
+  `warm_chain`: a split node's head keeps its atom and everything below moves one atom down, as
+  the model's `_shift_chain` does). Per atom: length, on device (`value is not None`), host copy
+  (`host_value`), SWA tombstone;
+* the counters SGLang keeps (`evictable_size_` / `protected_size_`, or the full_ / swa_ ones)
+  minus their recount from the nodes' lock references ("drift", 0 unless the bookkeeping is wrong);
+* per request slot (its current turn's `Req`): queue (not arrived = new, `finished()`, the chunked
+  request, the waiting queue, the running batch or the extend batch just run), `len(origin_input_ids)`,
+  `len(output_ids)`, `kv_allocated_len`, `kv_committed_len`, `cache_protected_len`,
+  `swa_evicted_seqlen`, and, while it holds its tree lock (running or chunked), the atoms of
+  `last_node` and of the node carrying `swa_uuid_for_lock` (the session's `_VirtualNode` is
+  VIRTUAL); whether it ran in the last (extend) batch; its session turn;
+* per streaming session: the slot's row and lengths, its first turn's lock, `is_active` (0.5.11+;
+  derived for 0.5.10.post1, whose slot has no such flag: the slot's row is held by a live turn),
+  closed;
+* the scheduler: the last batch's forward mode and the allocation failure.
+
+What cannot be expressed raises `AbstractionError` (a node past an owner's chain, a node mixing
+warm and private tokens): reported as a divergence at that step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.state import (
+    CHUNKED,
+    DECODE_BATCH,
+    EXTEND_BATCH,
+    FINISHED,
+    NEW,
+    NO_BATCH,
+    ROOT,
+    RUNNING,
+    VIRTUAL,
+    WAITING,
+    State,
+)
+
+from .harness import owner_of
+
+
+class AbstractionError(RuntimeError):
+    """The real state has a shape the model cannot express."""
+
+
+def _children(n: Any) -> list[Any]:
+    ch = n.children
+    return list(ch.values()) if isinstance(ch, dict) else list(ch)
+
+
+def _tokens(n: Any) -> list[int]:
+    k = n.key
+    ids = getattr(k, "token_ids", k)
+    return [int(t) for t in ids]
+
+
+def tree_nodes(h: Any) -> list[Any]:
+    """Every node but the root, parents before children."""
+    root = h.inner_tree.root_node
+    out, stack = [], list(reversed(_children(root)))
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(_children(n)))
+    return out
+
+
+def atom_nodes(h: Any) -> dict[int, Any]:
+    """Model atom -> the TreeNode standing for it."""
+    cfg = h.cfg
+    root = h.inner_tree.root_node
+    out: dict[int, Any] = {}
+
+    def walk(n: Any, depth: dict[int, int]) -> None:
+        for c in _children(n):
+            toks = _tokens(c)
+            if not toks:
+                raise AbstractionError(f"tree node {c.id} has an empty key")
+            owners = {owner_of(t) for t in toks}
+            if len(owners) != 1:
+                raise AbstractionError(f"tree node {c.id} mixes tokens of owners {sorted(owners)} (kvmc's tree has "
+                                       "warm-prefix and private nodes only)")
+            o = owners.pop()
+            chain = cfg.warm_chain() if o < 0 else cfg.private_chain(o)
+            k = depth.get(o, 0)
+            if k >= len(chain):
+                who = "the warm prefix" if o < 0 else f"request {o}"
+                raise AbstractionError(f"{who} has more than {len(chain)} tree nodes on one path (the model's chain "
+                                       f"has {len(chain)} atoms)")
+            a = chain[k]
+            if a in out:
+                raise AbstractionError(f"two tree nodes stand for atom {a}: {out[a].id} and {c.id}")
+            out[a] = c
+            walk(c, {**depth, o: k + 1})
+
+    walk(root, {})
+    return out
+
+
+def _lock(n: Any) -> int:
+    return n.full_lock_ref if hasattr(n, "full_lock_ref") else n.lock_ref
+
+
+def counters(h: Any) -> dict[str, tuple[int, int]]:
+    """SGLang's counters and their recount from the nodes: {name: (sglang, recount)}."""
+    t = h.inner_tree
+    fe = fp = se = sp = 0
+    for n in tree_nodes(h):
+        if n.value is None:
+            continue
+        L = len(n.value)
+        if _lock(n) > 0:
+            fp += L
+        else:
+            fe += L
+        if h.hybrid and not n.swa_tombstone:
+            if n.swa_lock_ref > 0:
+                sp += L
+            else:
+                se += L
+    if h.hybrid:
+        return {"full_evictable_size": (t.full_evictable_size_, fe), "full_protected_size": (t.full_protected_size_, fp),
+                "swa_evictable_size": (t.swa_evictable_size_, se), "swa_protected_size": (t.swa_protected_size_, sp)}
+    return {"full_evictable_size": (t.evictable_size_, fe), "full_protected_size": (t.protected_size_, fp)}
+
+
+def _is_virtual(n: Any) -> bool:
+    return type(n).__name__ == "_VirtualNode"
+
+
+def status(h: Any, sl: Any) -> int:
+    req = sl.req
+    if req is None:
+        return NEW
+    sch = h.sch
+    if req.finished():
+        return FINISHED
+    if sch.chunked_req is req:
+        return CHUNKED
+    if any(q is req for q in sch.waiting_queue):
+        return WAITING
+    if any(q is req for q in sch.running_batch.reqs):
+        return RUNNING
+    lb = h.last_batch
+    if lb is not None and lb.forward_mode.is_extend() and any(q is req for q in lb.reqs):
+        return RUNNING  # merged into the running batch at the next get_next_batch_to_run
+    if h.oom and h.pre_status:  # in the batch whose allocation failed: where it was before
+        return h.pre_status[sl.r]
+    raise AbstractionError(f"request {req.rid} is in no queue (not finished, not chunked, waiting or running)")
+
+
+def _sessions(h: Any) -> dict[str, Any]:
+    t = h.tree
+    slots = getattr(t, "slots", None)
+    return slots if isinstance(slots, dict) else {}
+
+
+def to_state(h: Any) -> State:
+    """The model's variables, read off SGLang's objects."""
+    cfg = h.cfg
+    K = cfg.num_atoms
+    hyb = h.hybrid
+    nodes = atom_nodes(h)
+    node_of = {id(n): a for a, n in nodes.items()}
+    uuid_of = {n.swa_uuid: a for a, n in nodes.items() if getattr(n, "swa_uuid", None) is not None}
+    root = h.inner_tree.root_node
+
+    def atom(n: Any) -> int:
+        if n is None or n is root:
+            return ROOT
+        if _is_virtual(n):
+            return VIRTUAL
+        a = node_of.get(id(n))
+        if a is None:
+            raise AbstractionError(f"a lock names node {getattr(n, 'id', n)}, which is not in the tree")
+        return a
+
+    def uuid_atom(u: Any) -> int:
+        if u is None:
+            return ROOT
+        if u not in uuid_of:
+            raise AbstractionError(f"swa_uuid_for_lock={u} is carried by no node")
+        return uuid_of[u]
+
+    node_len = [0] * K
+    node_device = [True] * K
+    node_host = [False] * K
+    node_tomb = [False] * K
+    for a, n in nodes.items():
+        node_len[a] = len(_tokens(n))
+        node_device[a] = n.value is not None if cfg.hicache else True
+        node_host[a] = getattr(n, "host_value", None) is not None
+        node_tomb[a] = bool(getattr(n, "swa_tombstone", False))
+    cnt = counters(h)
+    stats = [status(h, sl) for sl in h.slots]
+    lb = h.last_batch
+    extend_ran = lb is not None and lb.forward_mode.is_extend()
+    sessions = _sessions(h)
+    live_rows = {sl.req.req_pool_idx for sl, st in zip(h.slots, stats)
+                 if sl.req is not None and st in (WAITING, RUNNING, CHUNKED) and sl.req.req_pool_idx is not None}
+
+    def req_field(sl: Any, name: str) -> int:
+        return 0 if sl.req is None else int(getattr(sl.req, name))
+
+    def holds_lock(st: int) -> bool:
+        return st in (RUNNING, CHUNKED)
+
+    last_node, swa_top = [], []
+    for sl, st in zip(h.slots, stats):
+        if sl.req is None or not holds_lock(st):
+            last_node.append(ROOT)
+            swa_top.append(ROOT)
+            continue
+        ln = atom(sl.req.last_node)
+        last_node.append(ln)
+        swa_top.append(ROOT if (not hyb or ln == VIRTUAL) else uuid_atom(getattr(sl.req, "swa_uuid_for_lock", None)))
+    slot_objs = []
+    for i, r in enumerate(cfg.streaming_sessions):
+        sid = h.slots[r].session_id
+        slot_objs.append(sessions.get(sid))
+
+    def sv(i: int, name: str, default: Any = 0) -> Any:
+        s = slot_objs[i]
+        return default if s is None else getattr(s, name)
+
+    def slot_holding(i: int) -> bool:
+        s = slot_objs[i]
+        return s is not None and s.req_pool_idx is not None
+
+    def slot_active(i: int) -> bool:
+        s = slot_objs[i]
+        if s is None:
+            return False
+        if hasattr(s, "is_active"):
+            return bool(s.is_active)
+        return s.req_pool_idx is not None and s.req_pool_idx in live_rows
+
+    def slot_last(i: int) -> int:
+        s = slot_objs[i]
+        return ROOT if s is None or s.last_node is None else atom(s.last_node)
+
+    def slot_uuid(i: int) -> int:
+        s = slot_objs[i]
+        if s is None or not hyb or s.last_node is None or _is_virtual(s.last_node):
+            return ROOT
+        return uuid_atom(s.swa_uuid_for_lock)
+
+    S = len(cfg.streaming_sessions)
+    alloc = h.allocator
+    last_batch = {"none": NO_BATCH, "extend": EXTEND_BATCH, "decode": DECODE_BATCH}[h.last_mode]
+    return State(
+        full_available=alloc.full_available_size() if hyb else alloc.available_size(),
+        swa_available=alloc.swa_available_size() if hyb else 0,
+        req_pool_available=h.req_to_token_pool.available_size(),
+        full_evictable_drift=cnt["full_evictable_size"][0] - cnt["full_evictable_size"][1],
+        full_protected_drift=cnt["full_protected_size"][0] - cnt["full_protected_size"][1],
+        swa_evictable_drift=(cnt["swa_evictable_size"][0] - cnt["swa_evictable_size"][1]) if hyb else 0,
+        swa_protected_drift=(cnt["swa_protected_size"][0] - cnt["swa_protected_size"][1]) if hyb else 0,
+        node_len=tuple(node_len),
+        node_device=tuple(node_device),
+        node_host=tuple(node_host),
+        node_swa_tombstone=tuple(node_tomb),
+        status=tuple(stats),
+        origin_input_len=tuple(len(sl.req.origin_input_ids) if sl.req is not None else h.p.input_len[sl.r]
+                               for sl in h.slots),
+        output_len=tuple(0 if sl.req is None else len(sl.req.output_ids) for sl in h.slots),
+        kv_allocated_len=tuple(req_field(sl, "kv_allocated_len") for sl in h.slots),
+        kv_committed_len=tuple(req_field(sl, "kv_committed_len") for sl in h.slots),
+        # P is the tree prefix the request locks: none while it waits (0.5.10.post1's reset_for_retract
+        # leaves the old value behind; add_one_req sets it again at admission)
+        cache_protected_len=tuple(0 if st in (NEW, WAITING) else req_field(sl, "cache_protected_len")
+                                  for sl, st in zip(h.slots, stats)),
+        swa_evicted_seqlen=tuple(req_field(sl, "swa_evicted_seqlen") for sl in h.slots),
+        last_node=tuple(last_node),
+        swa_lock_top=tuple(swa_top),
+        in_last_batch=tuple(extend_ran and sl.req is not None and any(q is sl.req for q in lb.reqs) for sl in h.slots),
+        load_back_node=(ROOT,) * cfg.num_reqs,
+        load_back_swa_top=(ROOT,) * cfg.num_reqs,
+        turn=tuple(sl.turn for sl in h.slots),
+        slot_holding=tuple(slot_holding(i) for i in range(S)),
+        slot_kv_allocated_len=tuple(sv(i, "kv_allocated_len") if slot_holding(i) else 0 for i in range(S)),
+        slot_kv_committed_len=tuple(sv(i, "kv_committed_len") if slot_holding(i) else 0 for i in range(S)),
+        slot_cache_protected_len=tuple(sv(i, "cache_protected_len") if slot_holding(i) else 0 for i in range(S)),
+        slot_swa_evicted_seqlen=tuple(sv(i, "swa_evicted_seqlen") if slot_holding(i) else 0 for i in range(S)),
+        slot_last_node=tuple(slot_last(i) for i in range(S)),
+        slot_swa_lock_top=tuple(slot_uuid(i) for i in range(S)),
+        slot_is_active=tuple(slot_active(i) for i in range(S)),
+        slot_closed=tuple(h.slots[r].closed for r in cfg.streaming_sessions),
+        last_batch=last_batch,
+        oom=h.oom,
+    )

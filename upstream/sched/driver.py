@@ -1,0 +1,301 @@
+"""One trace on SGLang's real scheduler: step, map, compare, verdict (worker side).
+
+Two modes, chosen by the parent (upstream/sched/replay.py) from the trace's design and the release:
+
+* `reproduce` (the release lacks the trace's fix, or it was reverted): every recorded choice is
+  forced (upstream/sched/forcing.py); after every step the real state is mapped onto the model's
+  variables (upstream/sched/abstraction.py) and compared with the recorded state, then the choices
+  SGLang really made (the nodes its evict removed), the tree's counters, SGLang's busy check
+  (ran / crashed / fired) against the model's, and the ownership ledger on the real objects
+  (upstream/sched/ledger.py) against the model's, pool by pool. The first difference is
+  `diverged at step N: field: model=..., sglang=...` with both states side by side. At the end
+  SGLang's own verdict on the trace's property (allocation failure, busy check fired or crashed,
+  real ledger) must be the recorded one: `reproduced`;
+* `events` (the release has the fix): the trace's events (arrivals, session turns and closes,
+  forced retractions) run on the release with its own LRU order and timing; the property is
+  evaluated on the real objects after every step. `passed` if it never fails (the first step where
+  the release departs from the trace is reported: that is the fix at work), else `diverged`.
+
+Every step also records SGLang's own busy- and idle-check verdicts beside kvmc's properties, read
+off the real objects (`table`).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from model.state import FIELD_NAMES, FINISHED, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, State
+
+REPRODUCED, PASSED, DIVERGED, ERROR, NOT_REPLAYABLE = "reproduced", "passed", "diverged", "error", "not replayable"
+
+
+def first_difference(model: State, real: State) -> tuple[str, Any, Any] | None:
+    if model == real:
+        return None
+    for f in FIELD_NAMES:
+        a, b = getattr(model, f), getattr(real, f)
+        if isinstance(a, tuple):
+            for i, (u, v) in enumerate(zip(a, b)):
+                if u != v:
+                    return f"{f}[{i}]", u, v
+            if len(a) != len(b):
+                return f, a, b
+        elif a != b:
+            return f, a, b
+    return None
+
+
+def side_by_side(model: State, real: State) -> list[str]:
+    out = []
+    for f in FIELD_NAMES:
+        a, b = getattr(model, f), getattr(real, f)
+        if a != b:
+            out.append(f"    {f}: model={a!r} sglang={b!r}")
+    return out
+
+
+def violated(h: Any, prop: str, led: Any) -> bool:
+    """SGLang's own verdict on `prop`, from its objects (allocation failure, its busy check, the
+    ledger on its pools), as pool/abstraction.py::violated decides it for kvmc's pool."""
+    if prop == "no_prefill_oom":
+        return h.oom in (OOM_PREFILL, OOM_REQ_SLOTS)
+    if prop == "no_decode_oom":
+        return h.oom == OOM_DECODE
+    if prop == "conservation":
+        return not led.ok
+    fired = h.busy.fired or h.busy.crashed
+    if prop == "busy_check_sound":
+        return led.pools_ok and fired
+    if prop == "busy_check_complete":
+        ran = h.last_batch is not None and h.oom == OOM_NONE
+        return ran and not led.pools_ok and not fired
+    if prop == "well_formed":
+        return False
+    raise KeyError(f"unknown property {prop!r}")
+
+
+def _model_ctx(trace: Any) -> Any:
+    from model.ops import Concrete
+    from model.system import System
+
+    return System(trace.cfg, trace.design).ctx(Concrete(), trace.params)
+
+
+def _derived_difference(x: Any, state: State, h: Any) -> tuple[str, Any, Any] | None:
+    """Tree counters and SGLang's busy check: model (recorded state) vs SGLang (its objects)."""
+    from model import radix_cache
+    from model.invariant_checker import self_check_during_busy
+
+    from .abstraction import counters
+
+    c = radix_cache.counters(x, state)
+    real = counters(h)
+    pairs = [("full_evictable_size", c.full_evictable, real["full_evictable_size"][0]),
+             ("full_protected_size", c.full_protected, real["full_protected_size"][0])]
+    if h.hybrid:
+        pairs += [("swa_evictable_size", c.swa_evictable, real["swa_evictable_size"][0]),
+                  ("swa_protected_size", c.swa_protected, real["swa_protected_size"][0])]
+    for name, m, r in pairs:
+        if m != r:
+            return name, m, r
+    b = self_check_during_busy(x, state)
+    for name, m, r in (("busy_check.ran", bool(b.ran), h.busy.ran), ("busy_check.crashed", bool(b.crashed), h.busy.crashed),
+                       ("busy_check.fired", bool(b.fired), h.busy.fired)):
+        if m != r:
+            return name, m, f"{r} ({h.busy.verdict()})"
+    return None
+
+
+def _ownership_difference(x: Any, state: State, led: Any) -> tuple[str, Any, Any] | None:
+    from specs.properties import ledger
+
+    L = ledger(x, state)
+    pairs = [("ownership.full", L.full_ok, led.full)]
+    if led.swa is not None:
+        pairs.append(("ownership.swa", L.swa_ok, led.swa))
+    pairs.append(("ownership.rows", L.slots_ok, led.rows))
+    for name, m, pl in pairs:
+        if bool(m) != pl.ok:
+            return name, "exact" if m else "not exact", pl.describe()
+    return None
+
+
+def _choice_difference(h: Any) -> tuple[str, Any, Any] | None:
+    f = h.forcing
+    if not f.enabled:
+        return None
+    chosen = sorted(f.rank)
+    got = sorted(set(f.evicted))
+    if chosen != got:
+        return "choice evict (eviction set)", chosen, got
+    return None
+
+
+def _kvmc_props(x: Any, state: State) -> str:
+    from specs.properties import PROPERTIES
+
+    bad = [name for name in ("no_prefill_oom", "no_decode_oom", "conservation", "busy_check_sound", "busy_check_complete")
+           if name in PROPERTIES and not _holds(PROPERTIES[name], x, state)]
+    return "all hold" if not bad else "violated: " + ", ".join(bad)
+
+
+def _holds(prop: Any, x: Any, state: State) -> bool:
+    try:
+        return bool(prop.holds(x, state))
+    except TypeError:
+        return bool(prop.holds(x, None, state))
+
+
+def _row(t: int, h: Any, led: Any, model_line: str) -> str:
+    sg = f"SGLang busy check: {h.busy.verdict()}"
+    if h.idle.ran:
+        sg += f", idle check: {h.idle.verdict()}"
+    if h.oom != OOM_NONE:
+        sg = f"SGLang raised: {h.oom_message}"
+    real = "ledger on SGLang's objects: " + ("exact" if led.ok else "NOT exact: " + led.describe())
+    return f"step {t}: {sg} | {real} | kvmc on the recorded state: {model_line}"
+
+
+def _outcome(status: str, **kw: Any) -> dict[str, Any]:
+    out = {"status": status, "step": None, "field": None, "model": None, "sglang": None, "message": "", "steps": 0,
+           "table": [], "detail": []}
+    out.update(kw)
+    return out
+
+
+def replay(trace: Any, mode: str, label: str) -> dict[str, Any]:
+    """Replay one parsed trace; never raises for an SGLang problem (that is the outcome)."""
+    from .forcing import Unforceable
+    from .harness import HarnessError, NotReplayable, RealScheduler
+
+    t0 = time.perf_counter()
+    try:
+        h = RealScheduler(trace.cfg, trace.params, force=(mode == "reproduce"))
+    except NotReplayable as e:
+        return _outcome(NOT_REPLAYABLE, message=str(e))
+    except Unforceable as e:
+        return _outcome(NOT_REPLAYABLE, message=f"a choice cannot be forced: {e}")
+    except (HarnessError, Exception) as e:  # noqa: B014 - a release the adapter cannot build is an error outcome
+        return _outcome(ERROR, message=f"{label}: cannot build the scheduler: {type(e).__name__}: {e}",
+                        detail=traceback.format_exc(limit=8).splitlines()[-12:])
+    if mode == "reproduce":
+        out = _reproduce(trace, h, label)
+    else:
+        out = _events(trace, h, label)
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
+    from .abstraction import AbstractionError, to_state
+    from .forcing import Unforceable
+    from .ledger import real_ledger
+
+    x = _model_ctx(trace)
+    table: list[str] = []
+    step = 0
+    try:
+        real = to_state(h)
+        d = first_difference(trace.init, real)
+        if d:
+            return _outcome(DIVERGED, step=0, field=d[0], model=d[1], sglang=d[2], message="initial state",
+                            detail=side_by_side(trace.init, real))
+        led = real_ledger(h)
+        for step, st in enumerate(trace.steps, 1):
+            if st.action != "event_loop_iteration":
+                return _outcome(ERROR, step=step, message=f"state {step}: unknown action {st.action!r}")
+            h.step(st.picks)
+            real = to_state(h)
+            led = real_ledger(h)
+            table.append(_row(step, h, led, _kvmc_props(x, st.state)))
+            d = _choice_difference(h)
+            if d is None:
+                d = first_difference(st.state, real)
+            if d is None:
+                d = _derived_difference(x, st.state, h)
+            if d is None:
+                d = _ownership_difference(x, st.state, led)
+            if d:
+                return _outcome(DIVERGED, step=step, field=d[0], model=d[1], sglang=d[2], steps=step, table=table,
+                                detail=side_by_side(st.state, real))
+    except Unforceable as e:
+        return _outcome(NOT_REPLAYABLE, step=step, message=f"step {step}: a choice cannot be forced on SGLang: {e}",
+                        table=table)
+    except AbstractionError as e:
+        return _outcome(DIVERGED, step=step, field="tree shape", model="expressible", sglang=str(e), steps=step,
+                        table=table)
+    except Exception as e:  # SGLang raised where the model does not: a divergence, reported as such
+        return _outcome(DIVERGED, step=step, field="sglang", model="(runs)", sglang=f"{type(e).__name__}: {e}",
+                        message="SGLang raised", steps=step, table=table,
+                        detail=traceback.format_exc(limit=10).splitlines()[-14:])
+    n = len(trace.steps)
+    prop = trace.prop
+    if prop is None:
+        return _outcome(PASSED, steps=n, table=table, message="no property recorded; every state matched")
+    bad = violated(h, prop, led)
+    expect = trace.meta.get("verdict") == "violated" or trace.meta.get("expected") == "violation"
+    if expect and bad:
+        return _outcome(REPRODUCED, steps=n, table=table, message=f"{prop} violated on SGLang {label} at step {n}")
+    if expect:
+        return _outcome(DIVERGED, step=n, field=f"verdict {prop}", model="violated", sglang="holds", steps=n, table=table,
+                        message="SGLang does not fail the same way")
+    if bad:
+        return _outcome(DIVERGED, step=n, field=f"verdict {prop}", model="holds", sglang="violated", steps=n, table=table)
+    return _outcome(PASSED, steps=n, table=table, message=f"{prop} holds on SGLang {label}")
+
+
+def _events(trace: Any, h: Any, label: str) -> dict[str, Any]:
+    """The trace's events on a release with the fix: the property must hold at every step."""
+    from .abstraction import AbstractionError, to_state
+    from .ledger import real_ledger
+
+    x = _model_ctx(trace)
+    prop = trace.prop
+    table: list[str] = []
+    departed: tuple[int, str, Any, Any] | None = None
+    step = 0
+    try:
+        for step, st in enumerate(trace.steps, 1):
+            picks = _lenient(h, st.picks)
+            h.step(picks)
+            led = real_ledger(h)
+            table.append(_row(step, h, led, _kvmc_props(x, st.state)))
+            if departed is None:
+                try:
+                    d = first_difference(st.state, to_state(h))
+                except AbstractionError as e:
+                    d = ("tree shape", "expressible", str(e))
+                if d:
+                    departed = (step, d[0], d[1], d[2])
+            if prop is not None and violated(h, prop, led):
+                return _outcome(DIVERGED, step=step, field=f"verdict {prop}", model="holds with the fix",
+                                sglang="violated", steps=step, table=table,
+                                message=f"the release with the fix still violates {prop}")
+            if h.oom != OOM_NONE:
+                break
+    except Exception as e:
+        return _outcome(DIVERGED, step=step, field="sglang", model="(runs)", sglang=f"{type(e).__name__}: {e}",
+                        message="SGLang raised", steps=step, table=table,
+                        detail=traceback.format_exc(limit=10).splitlines()[-14:])
+    where = (f"departs from the trace at step {departed[0]}: {departed[1]}: model={departed[2]!r}, sglang={departed[3]!r}"
+             if departed else "follows the trace step for step")
+    return _outcome(PASSED, steps=step, table=table, message=f"{prop} holds on SGLang {label} at every step; {where}")
+
+
+def _lenient(h: Any, picks: dict[str, Any]) -> dict[str, Any]:
+    """The events of a step that still make sense on a run that departed from the trace: a slot
+    arrives once; a session turn or close only after the previous turn finished."""
+    from .abstraction import status
+
+    out = {}
+    for k, v in picks.items():
+        if k.startswith("recv.next_turn[") or k.startswith("recv.close_session["):
+            r = int(k[k.index("[") + 1:-1])
+            if k.startswith("recv.close_session["):
+                r = h.cfg.streaming_sessions[r]
+            if status(h, h.slots[r]) != FINISHED:
+                continue
+        out[k] = v
+    return out

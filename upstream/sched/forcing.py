@@ -1,0 +1,153 @@
+"""kvmc's free choices forced on SGLang's real objects (worker side).
+
+kvmc's model leaves open what SGLang decides by timing or policy; a trace records one choice per
+question (`prefill.evict.evict[3]`, `decode.evict_swa[0]`, `decode.test_retract`, `recv.arrive[1]`,
+...). A replay on SGLang forces each one through the knob SGLang itself reads, never by replacing
+SGLang's code:
+
+* the eviction set: SGLang evicts least-recently-used leaves first. Right before each of SGLang's
+  own `evict` calls (the tree's `evict`, wrapped on the instance: the real method runs), the nodes
+  standing for the atoms the step chose are made the least recently used, in the order the trace
+  chose them, and every other node more recent: `last_access_time` for RadixCache, the position in
+  the full / SWA LRU lists for SWARadixCache. The atoms SGLang's evict really removed are recorded
+  (`evicted`), so a set SGLang would not take is reported at its step;
+* `_evict_swa` timing: SGLang frees out-of-window SWA slots in a decode step when
+  `req.decode_batch_idx % interval == 1`; `decode_batch_idx` is set before the step so that the
+  condition holds exactly for the requests the trace chose (interval = W up to 0.5.10.post1, then
+  page-aligned `max(page, W * SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER)`; an interval of 1 cannot
+  fire and is reported as not forceable);
+* forced retraction: `SGLANG_TEST_RETRACT` retracts when `forward_ct % TEST_RETRACT_INTERVAL == 0`;
+  `forward_ct` is set before the step accordingly (an event: forced in both modes);
+* arrivals, session turns (their new-token count) and closes are the requests harness.py sends.
+
+With `enabled=False` (the run of a trace's events on a release with the fix, where the recorded
+eviction picks name nodes of another run) only the events are forced: SGLang's own LRU order and
+`_evict_swa` timing decide the rest.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+_EVICT = re.compile(r"(?:^|\.)evict\[(\d+)\]$")
+_TOMB = re.compile(r"(?:^|\.)tombstone\[(\d+)\]$")
+
+
+class Unforceable(Exception):
+    """A recorded choice SGLang's code offers no knob for here (message: which and why)."""
+
+
+class Forcing:
+    def __init__(self, h: Any, enabled: bool = True) -> None:
+        self.h = h
+        self.enabled = enabled and h.force
+        self.rank: dict[int, int] = {}  # atom -> eviction order chosen by the trace for this step
+        self.tomb_rank: dict[int, int] = {}
+        self.evicted: list[int] = []  # atoms SGLang's evict removed from the device in this step
+        self.tombstoned: list[int] = []
+        tree = h.inner_tree
+        self._orig_evict = tree.evict
+        tree.evict = self._evict  # instance attribute: SGLang's own method runs inside
+        self.interval = self._swa_interval()
+
+    # -- before / after a step --------------------------------------------------------------------------
+    def before_step(self, picks: dict[str, Any]) -> None:
+        self.evicted, self.tombstoned = [], []
+        self.rank, self.tomb_rank = {}, {}
+        h = self.h
+        if h.cfg.test_retract:  # a forced retraction is one of the trace's events: forced in both modes
+            retract = bool(picks.get("decode.test_retract"))
+            from .harness import RETRACT_INTERVAL
+
+            h.sch.forward_ct = RETRACT_INTERVAL * (h.steps + 1) + (0 if retract else 1)
+        if not self.enabled:
+            return
+        for name, v in picks.items():
+            m = _EVICT.search(name)
+            if m and v:
+                self.rank.setdefault(int(m.group(1)), len(self.rank))
+            m = _TOMB.search(name)
+            if m and v:
+                self.tomb_rank.setdefault(int(m.group(1)), len(self.tomb_rank))
+        if h.hybrid:
+            self._force_evict_swa(picks)
+
+    def after_step(self) -> None:
+        pass
+
+    # -- _evict_swa ---------------------------------------------------------------------------------------
+    def _swa_interval(self) -> int:
+        h = self.h
+        if not h.hybrid:
+            return 0
+        from sglang.srt.managers.schedule_batch import ScheduleBatch
+
+        W, ps = h.p.sliding_window_size, h.ps
+        src = inspect.getsource(ScheduleBatch.maybe_evict_swa)
+        if "EVICTION_INTERVAL_MULTIPLIER" in src:
+            from .harness import ENV
+
+            mult = float(ENV["SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER"])
+            return (max(ps, int(W * mult)) // ps) * ps
+        return W
+
+    def _force_evict_swa(self, picks: dict[str, Any]) -> None:
+        h = self.h
+        for sl in h.slots:
+            req = sl.req
+            if req is None or not hasattr(req, "decode_batch_idx"):
+                continue
+            fire = bool(picks.get(f"decode.evict_swa[{sl.r}]"))
+            if fire and self.interval <= 1:
+                raise Unforceable(f"decode.evict_swa[{sl.r}]=True: SGLang frees the window when decode_batch_idx % "
+                                  f"{self.interval} == 1, which never holds")
+            if self.interval >= 2:
+                req.decode_batch_idx = self.interval + 1 if fire else self.interval
+
+    # -- eviction ---------------------------------------------------------------------------------------------
+    def _evict(self, *a: Any, **k: Any) -> Any:
+        from .abstraction import atom_nodes
+
+        h = self.h
+        before = atom_nodes(h)
+        if self.enabled and (self.rank or self.tomb_rank):
+            self._order(before)
+        out = self._orig_evict(*a, **k)
+        after = atom_nodes(h)
+        for atom, n in before.items():
+            if n.value is None:
+                continue
+            m = after.get(atom)
+            if m is None or m.value is None:
+                self.evicted.append(atom)
+            elif getattr(m, "swa_tombstone", False) and not getattr(n, "swa_tombstone", False):
+                self.tombstoned.append(atom)
+        return out
+
+    def _order(self, nodes: dict[int, Any]) -> None:
+        """Make the chosen atoms' nodes the least recently used, in the trace's order."""
+        tree = self.h.inner_tree
+        chosen = sorted((a for a in nodes if a in self.rank), key=lambda a: self.rank[a])
+        tomb = sorted((a for a in nodes if a in self.tomb_rank), key=lambda a: self.tomb_rank[a])
+        full_lru = getattr(tree, "full_lru_list", None)
+        if full_lru is not None:  # SWARadixCache: doubly linked LRU lists, the tail side is the LRU
+            _to_lru_end(full_lru, [nodes[a] for a in chosen])
+            swa_lru = tree.swa_lru_list
+            _to_lru_end(swa_lru, [nodes[a] for a in chosen + [t for t in tomb if t not in chosen]
+                                  if not nodes[a].swa_tombstone])
+            return
+        base = min((n.last_access_time for n in nodes.values()), default=0.0)
+        for i, a in enumerate(chosen):  # RadixCache: a heap of leaves by last_access_time
+            nodes[a].last_access_time = base - 1_000_000.0 + i
+
+
+def _to_lru_end(lru: Any, nodes: list[Any]) -> None:
+    """Put `nodes` at the least-recently-used end of an SGLang `LRUList`, nodes[0] the LRU
+    (through the list's own link helpers; only nodes already in the list move)."""
+    for n in reversed(nodes):
+        if n.id not in lru.cache:
+            continue
+        lru._remove_node(n)
+        lru._add_node_after(getattr(lru.tail, lru.prv), n)

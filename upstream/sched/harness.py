@@ -1,0 +1,744 @@
+"""SGLang's real `Scheduler`, built without a model, driven one kvmc step at a time (worker side:
+imported only in the subprocess whose PYTHONPATH selects one release).
+
+Built as SGLang's own tests build a scheduler: `Scheduler.__new__(Scheduler)`, the attributes the
+constructor's argument parsing, `init_model_worker` (max_total_num_tokens, max_prefill_tokens,
+max_running_requests, max_req_len, device, ...) and the memory-pool construction would set, then
+SGLang's own `init_*` methods, release by release:
+
+* family "monolithic" (0.5.10.post1 .. 0.5.12.post1): `init_metrics`, `init_moe_gemm_config`,
+  `init_cache_with_memory_pool` (SGLang chooses and wraps the tree cache: RadixCache,
+  SWARadixCache, HiRadixCache, SessionAwareCache / StreamingSession), `init_running_status`,
+  `init_chunked_prefill`, `init_schedule_policy`, `init_disaggregation`, `init_overlap`,
+  `maybe_init_ngram_embedding`, `init_deterministic_inference_config`, `init_request_dispatcher`,
+  `GrammarManager`;
+* family "components" (0.5.13 .. 0.5.18, whose scheduler is split into components):
+  `kv_cache_builder.build_kv_cache` (SGLang chooses the tree cache), then the component `init_*`
+  methods (`init_invariant_checker`, `init_pool_stats_observer`, `init_output_streamer`,
+  `init_batch_result_processor`, ...).
+
+The memory pools are SGLang's: `ReqToTokenPool`, `TokenToKVPoolAllocator` /
+`PagedTokenToKVPoolAllocator` / `SWATokenToKVPoolAllocator` over tiny real KV buffers
+(upstream/real.py), handed to SGLang through a stand-in of the model worker (`_NoModelWorker`: the
+pools and the few model facts the scheduler reads, no model). What is replaced:
+* `run_batch`'s model forward: every request gets the token kvmc's position scheme gives the next
+  position (`token(r, pos)`); the bookkeeping around the call (`forward_ct`, the model-worker batch,
+  `batch.output_ids`, the result's per-request fields) is done as `run_batch` does it;
+* the IPC sockets (outputs to the tokenizer / detokenizer are collected by `_Sink`);
+* the paged allocator's Triton kernels below 0.5.22 (upstream/kernels.py, B's routing);
+* model config: `_ModelFacts` (vocab size, no EOS, not multimodal, context length).
+
+A step is one iteration of `event_loop_normal`: `process_input_requests` (arrivals, session turns
+and closes of the trace's picks), `get_next_batch_to_run`, `run_batch` (replaced forward),
+`process_batch_result`, `last_batch = batch`, then SGLang's busy check (`self_check_during_busy`,
+the runtime checker mixin up to 0.5.12.post1, `invariant_checker` from 0.5.13) and, when no batch
+ran, its idle check (`self_check_during_idle`, strict: a leak raises). An allocation failure is
+SGLang's RuntimeError: the scheduler died (`oom`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from model.config import Config, Params
+from model.state import OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS
+
+# read by SGLang's envs at get() time; set before the first scheduler step
+ENV = {
+    "SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1",  # the idle check raises on a leak (instead of logging)
+    # `_evict_swa` fires when decode_batch_idx % interval == 1; with the default multiplier the
+    # interval can be 1 (W = 1, page 1), where the condition never holds and the choice could not
+    # be forced either way: an interval of at least 2 lets forcing.py choose
+    "SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER": "2",
+}
+RETRACT_INTERVAL = 2  # SGLANG_TEST_RETRACT_INTERVAL as forcing.py drives forward_ct
+
+_SETUP: dict[str, Any] = {}
+
+
+class HarnessError(RuntimeError):
+    """The release cannot be driven this way (a missing attribute, an API the adapter does not know)."""
+
+
+class NotReplayable(Exception):
+    """The trace needs something this replay cannot provide (the reason is the message)."""
+
+
+def setup() -> dict[str, Any]:
+    """Import SGLang's scheduler and its collaborators once per process."""
+    if _SETUP:
+        return _SETUP
+    os.environ.update(ENV)
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    from upstream import real
+
+    m = real.setup()
+    sched_mod = importlib.import_module("sglang.srt.managers.scheduler")
+    io = importlib.import_module("sglang.srt.managers.io_struct")
+    sa_mod = importlib.import_module("sglang.srt.server_args")
+    utils = importlib.import_module("sglang.srt.managers.utils")
+    try:
+        kvb = importlib.import_module("sglang.srt.mem_cache.kv_cache_builder")
+    except ImportError:
+        kvb = None
+    _SETUP.update(m)
+    _SETUP.update(real=real, sched_mod=sched_mod, io=io, sa_mod=sa_mod, utils=utils, kvb=kvb)
+    return _SETUP
+
+
+def family() -> str:
+    """The adapter family of the imported release, by feature test (never by version string)."""
+    s = setup()
+    if s["kvb"] is not None and hasattr(s["kvb"], "build_kv_cache"):
+        return "components"
+    if hasattr(s["sched_mod"].Scheduler, "init_cache_with_memory_pool"):
+        return "monolithic"
+    raise HarnessError("this release's Scheduler has neither init_cache_with_memory_pool nor kv_cache_builder.build_kv_cache")
+
+
+# -- tokens ----------------------------------------------------------------------------------------
+def token(cfg: Config, params: Params, r: int, pos: int) -> int:
+    """Token at position `pos` of request slot r: the warm prefix's tokens (shared), else private to
+    r. Outputs follow the same scheme, so a request re-matches its own nodes and nobody else's
+    (kvmc's tree abstraction: prefix sharing goes through the warm prefix only)."""
+    if cfg.shares(r) and pos < sum(params.warm_len):
+        return 1 + pos
+    return 1_000_000 * (r + 1) + pos
+
+
+def owner_of(tok: int) -> int:
+    """-1 for a warm-prefix token, else the request slot."""
+    return -1 if tok < 1_000_000 else tok // 1_000_000 - 1
+
+
+# -- stand-ins for what a model would provide --------------------------------------------------------
+class _Sink:
+    """Where the scheduler's outputs to the tokenizer / detokenizer go (no IPC)."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def send_output(self, *a: Any, **k: Any) -> None:
+        self.sent.append(a)
+
+    def send_pyobj(self, *a: Any, **k: Any) -> None:
+        self.sent.append(a)
+
+    def send(self, *a: Any, **k: Any) -> None:
+        self.sent.append(a)
+
+
+class _Group(SimpleNamespace):
+    """A one-rank process group (tp/attn/pp/world): never reached by a collective in one process."""
+
+
+def _group() -> _Group:
+    return _Group(world_size=1, rank=0, rank_in_group=0, first_rank=0, is_first_rank=True, last_rank=0,
+                  is_last_rank=True, cpu_group=None, device_group=None, device="cpu", ranks=[0],
+                  active_ranks=None, active_ranks_cpu=None)
+
+
+def _model_facts(context_len: int) -> SimpleNamespace:
+    """The facts of a model config the scheduler's memory paths read (no weights, no tokenizer)."""
+    return SimpleNamespace(
+        is_matryoshka=False, is_generation=True, hidden_size=8, num_key_value_heads=1, num_attention_heads=1,
+        head_dim=8, hf_config=SimpleNamespace(), hf_text_config=SimpleNamespace(), is_multimodal=False,
+        is_multimodal_gen=False, is_image_gen=False, is_audio_model=False, hf_eos_token_id=None,
+        vocab_size=1 << 30, context_len=context_len, is_encoder_decoder=False, is_hybrid_swa=False,
+        is_hybrid_swa_compress=False, use_ngram_embedding=False, attention_arch=None, num_hidden_layers=2,
+        model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None,
+        matryoshka_dimensions=None, spec_hidden_size=8, image_token_id=None, is_embedding_gemma=False,
+        get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=lambda: {},
+    )
+
+
+class _NoModelWorker:
+    """What `TpModelWorker` hands the scheduler, without a model: the memory pools and the window."""
+
+    def __init__(self, pool: Any, alloc: Any, facts: Any, hybrid: bool, window: int | None, full: int, swa: int) -> None:
+        self._pool, self._alloc = pool, alloc
+        self.is_hybrid_swa = hybrid
+        self.sliding_window_size = window
+        self.model_config = facts
+        self.model_runner = SimpleNamespace(
+            hybrid_gdn_config=None, mamba2_config=None, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
+            full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, is_hybrid_swa=hybrid,
+            sliding_window_size=window, canary_manager=None, attn_backend=None, lora_manager=None,
+            hybrid_linear_config=None, kimi_linear_config=None, mambaish_config=None, model=None,
+            token_to_kv_pool=getattr(alloc, "_kvcache", None), hisparse_coordinator=None, linear_attn_model_spec=None,
+        )
+
+    def get_memory_pool(self) -> tuple[Any, Any]:
+        return self._pool, self._alloc
+
+    def get_tokens_per_layer_info(self) -> tuple[int, int]:
+        return self.model_runner.full_max_total_num_tokens, self.model_runner.swa_max_total_num_tokens
+
+    def get_pad_input_ids_func(self) -> None:
+        return None
+
+    def register_hicache_layer_transfer_counter(self, counter: Any) -> None:
+        self.layer_transfer_counter = counter
+
+
+@dataclass
+class Check:
+    """One run of an SGLang check: ran / fired (its assertion or strict leak error) / crashed (any
+    other exception, e.g. NotImplementedError from a cache that lacks the accessor)."""
+
+    ran: bool = False
+    fired: bool = False
+    crashed: bool = False
+    message: str = ""
+
+    def verdict(self) -> str:
+        if not self.ran:
+            return "-"
+        if self.crashed:
+            return f"crashed ({self.message})"
+        return f"FIRED ({self.message})" if self.fired else "passed"
+
+
+@dataclass
+class Slot:
+    """kvmc's request slot r: the real Req of its current turn (None before it arrives)."""
+
+    r: int
+    req: Any = None
+    turn: int = 0
+    arrived: bool = False
+    session_id: str | None = None
+    closed: bool = False
+    reqs: list[Any] = field(default_factory=list)  # every turn's Req (the ledger reads rows held by any)
+
+
+class RealScheduler:
+    """SGLang's Scheduler for one trace's config and parameters."""
+
+    def __init__(self, cfg: Config, params: Params, force: bool = True) -> None:
+        s = setup()
+        if cfg.spec is not None:
+            raise NotReplayable("speculative decoding: EAGLE draft/verify needs the draft and target models "
+                                "(the scheduler cannot be driven without them)")
+        if cfg.hicache:
+            raise NotReplayable("HiCache: the host pool and cache controller are not wired into this replay yet")
+        self.cfg, self.p = cfg, params
+        self.ps = cfg.page_size
+        self.force = force
+        self.hybrid = cfg.hybrid_swa
+        self.family = family()
+        self.oom = OOM_NONE
+        self.oom_message = ""
+        self.busy = Check()
+        self.idle = Check()
+        self.steps = 0
+        self.last_batch: Any = None
+        self.pre_status: list[int] = []
+        self.last_mode = "none"  # the batch the last completed iteration ran (model's last_batch)
+        self.slots = [Slot(r) for r in range(cfg.num_reqs)]
+        self.sink_tok, self.sink_detok = _Sink(), _Sink()
+        warm_total = sum(params.warm_len)
+        per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + 2 * self.ps
+        ctx = per_turn * (cfg.max_turns + 1) + warm_total + 4 * self.ps
+        self.context_len = -(-ctx // self.ps) * self.ps
+        self._build(s)
+        for i, r in enumerate(cfg.streaming_sessions):
+            self.slots[r].session_id = f"session{i}"
+            self._open_session(f"session{i}")
+        self._init_warm()
+        from . import forcing
+
+        self.forcing = forcing.Forcing(self)
+
+    # -- construction ---------------------------------------------------------------------------------
+    def _server_args(self) -> Any:
+        s = setup()
+        cfg, p = self.cfg, self.p
+        kw: dict[str, Any] = dict(
+            model_path="dummy", page_size=self.ps, disable_overlap_schedule=True, attention_backend="torch_native",
+            device="cpu", max_prefill_tokens=p.max_prefill_tokens,
+            chunked_prefill_size=p.chunked_prefill_size if cfg.chunked_prefill else -1,
+            max_running_requests=p.req_pool_size, skip_tokenizer_init=True, enable_streaming_session=bool(cfg.streaming_sessions),
+            schedule_policy="fcfs", disable_radix_cache=False, random_seed=0,
+        )
+        sa = s["sa_mod"].ServerArgs(**{k: v for k, v in kw.items() if k in _fields(s["sa_mod"].ServerArgs)})
+        return sa
+
+    def _pools(self) -> tuple[Any, Any]:
+        real = setup()["real"]
+        p = self.p
+        if self.hybrid:
+            alloc = real.allocator("swa", p.full_tokens, self.ps, p.swa_tokens)
+        elif self.ps == 1:
+            alloc = real.allocator("token", p.full_tokens, 1)
+        else:
+            alloc = real.allocator("paged", p.full_tokens, self.ps)
+        pool = real.req_to_token_pool(p.req_pool_size, self.context_len)
+        return pool, alloc
+
+    def _build(self, s: dict[str, Any]) -> None:
+        sa = self._server_args()
+        s["sa_mod"].set_global_server_args_for_scheduler(sa)
+        self.server_args = sa
+        pool, alloc = self._pools()
+        self.req_to_token_pool, self.allocator = pool, alloc
+        facts = _model_facts(self.context_len)
+        p = self.p
+        worker = _NoModelWorker(pool, alloc, facts, self.hybrid, p.sliding_window_size if self.hybrid else None,
+                                p.full_tokens, p.swa_tokens if self.hybrid else 0)
+        Scheduler = s["sched_mod"].Scheduler
+        sch = Scheduler.__new__(Scheduler)
+        self.sch = sch
+        if self.family == "monolithic":
+            _build_monolithic(sch, sa, worker, facts, self)
+        else:
+            _build_components(sch, sa, worker, facts, self)
+        self.tree = sch.tree_cache
+        self.inner_tree = getattr(self.tree, "inner", self.tree)  # SessionAwareCache / StreamingSession wrap
+        # kvmc's new_token_ratio is a pinned constant (model/prefill_adder.py)
+        num, den = self.cfg.new_token_ratio
+        self.ratio = num / den
+        self._pin_ratio()
+        sched_mod = s["sched_mod"]
+        if hasattr(sched_mod, "TEST_RETRACT"):  # module constants read from the environment at import
+            sched_mod.TEST_RETRACT = bool(self.cfg.test_retract)
+            sched_mod.TEST_RETRACT_INTERVAL = RETRACT_INTERVAL
+        self._retract_flag_holder = sched_mod
+
+    def _pin_ratio(self) -> None:
+        sch = self.sch
+        tracker = getattr(sch, "new_token_ratio_tracker", None)
+        if tracker is not None:
+            for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio"):
+                if hasattr(tracker, a):
+                    setattr(tracker, a, self.ratio)
+            if hasattr(tracker, "new_token_ratio_decay"):
+                tracker.new_token_ratio_decay = 0.0
+        for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio"):
+            setattr(sch, a, self.ratio)
+        sch.new_token_ratio_decay = 0.0
+
+    def _open_session(self, sid: str) -> None:
+        io = setup()["io"]
+        req = _make(io.OpenSessionReqInput, capacity_of_str_len=1 << 20, session_id=sid, streaming=True)
+        self.sch.process_input_requests([req])
+
+    def _init_warm(self) -> None:
+        """The warm prefix: traffic served before the trace began, as SGLang's tree would hold it
+        (one node per model atom, inserted atom by atom)."""
+        cfg, p = self.cfg, self.p
+        if not cfg.warm_atoms:
+            return
+        s = setup()
+        real = s["real"]
+        pos = 0
+        indices = torch.empty((0,), dtype=torch.int64)
+        for a in range(cfg.warm_atoms):
+            L = p.warm_len[a]
+            if L <= 0:
+                continue
+            new = real.take(self.allocator, L, self.ps)
+            indices = torch.cat([indices, new.to(torch.int64)])
+            tokens = [1 + i for i in range(pos + L)]
+            key = s["rc"].RadixKey(token_ids=real._ids(tokens), extra_key=None)
+            ip = s["bpc"].InsertParams
+            kw = {"key": key, "value": indices.clone()}
+            if "prev_prefix_len" in _fields(ip):
+                kw["prev_prefix_len"] = pos
+            self.inner_tree.insert(ip(**kw))
+            pos += L
+
+    # -- requests -------------------------------------------------------------------------------------
+    def _sampling(self, max_new: int) -> Any:
+        sp = setup()["SamplingParams"](max_new_tokens=max_new, ignore_eos=True)
+        sp.normalize(None)
+        return sp
+
+    def _generate_req(self, slot: Slot, ids: list[int], rid: str) -> Any:
+        io = setup()["io"]
+        kw: dict[str, Any] = dict(input_text="", input_ids=ids, mm_inputs=None, sampling_params=self._sampling(
+            self.p.max_new_tokens[slot.r]), return_logprob=False, logprob_start_len=-1, top_logprobs_num=0,
+            token_ids_logprob=None, stream=False, rid=rid)
+        if slot.session_id is not None:
+            kw["session_params"] = io.SessionParams(id=slot.session_id)
+        return _make(io.TokenizedGenerateReqInput, **kw)
+
+    def _find_req(self, rid: str) -> Any:
+        sch = self.sch
+        for q in list(sch.waiting_queue) + list(sch.running_batch.reqs):
+            if q.rid == rid:
+                return q
+        raise HarnessError(f"request {rid=} did not reach the waiting queue (aborted at handle_generate_request?)")
+
+    def arrive(self, r: int) -> Any:
+        """Request slot r's first turn arrives (`handle_generate_request`)."""
+        cfg, p = self.cfg, self.p
+        slot = self.slots[r]
+        ids = [token(cfg, p, r, i) for i in range(p.input_len[r])]
+        return self._generate_req(slot, ids, f"r{r}.t0")
+
+    def next_turn(self, r: int, new_tokens: int) -> Any:
+        """The next turn of slot r's streaming session: SGLang's `Session.create_req` prepends the
+        previous turn's input and output; the request carries only the new tokens."""
+        cfg, p = self.cfg, self.p
+        slot = self.slots[r]
+        prev = slot.req
+        start = len(prev.origin_input_ids) + len(prev.output_ids)
+        ids = [token(cfg, p, r, i) for i in range(start, start + new_tokens)]
+        return self._generate_req(slot, ids, f"r{r}.t{slot.turn + 1}")
+
+    def close_session(self, r: int) -> Any:
+        io = setup()["io"]
+        return _make(io.CloseSessionReqInput, session_id=self.slots[r].session_id)
+
+    # -- the step ---------------------------------------------------------------------------------------
+    def step(self, picks: dict[str, Any]) -> None:
+        """One iteration of `event_loop_normal` with the trace's choices forced."""
+        if self.oom != OOM_NONE:
+            raise HarnessError(f"the scheduler died ({self.oom_message}); no iteration follows")
+        self.steps += 1
+        sch = self.sch
+        recv, turns = self._recv(picks)
+        self._pin_ratio()
+        self.forcing.before_step(picks)
+        self.busy, self.idle = Check(), Check()
+        try:
+            if recv:
+                sch.process_input_requests(recv)
+            for r, rid in turns:
+                self.slots[r].req = self._find_req(rid)
+                self.slots[r].reqs.append(self.slots[r].req)
+            from .abstraction import status
+
+            # where each request is before the batch is built: a request in a batch whose
+            # allocation fails is in no queue afterwards, and the model keeps it where it was
+            self.pre_status = [status(self, sl) for sl in self.slots]
+            batch = sch.get_next_batch_to_run()
+            sch.cur_batch = batch
+            if batch:
+                result = self._run_batch(batch)
+                sch.process_batch_result(batch, result)
+        except RuntimeError as e:
+            msg = str(e)
+            kind = _oom_kind(msg, e)
+            if kind == OOM_NONE:
+                raise
+            self.oom, self.oom_message = kind, msg.splitlines()[0][:200]
+            self.last_batch = None  # nothing ran; `last_mode` keeps the previous iteration's batch
+            return
+        finally:
+            self.forcing.after_step()
+        if not batch:  # the event loop's idle housekeeping, with its memory check (strict: a leak raises)
+            self.idle = self._check(getattr(sch, "self_check_during_idle", None) or sch.on_idle)
+        sch.last_batch = batch
+        self.last_batch = batch
+        self.last_mode = "none" if not batch else ("extend" if batch.forward_mode.is_extend() else "decode")
+        self.busy = self._busy_check()
+
+    def _recv(self, picks: dict[str, Any]) -> tuple[list[Any], list[tuple[int, str]]]:
+        """`recv_requests` as the model orders it: arrivals in slot order, then per session a close or
+        its next turn. Returns the inputs for `process_input_requests` and (slot, rid) of each."""
+        cfg = self.cfg
+        out: list[Any] = []
+        turns: list[tuple[int, str]] = []
+        for slot in self.slots:
+            if not slot.arrived and picks.get(f"recv.arrive[{slot.r}]"):
+                slot.arrived = True
+                req = self.arrive(slot.r)
+                out.append(req)
+                turns.append((slot.r, req.rid))
+        for i, r in enumerate(cfg.streaming_sessions):
+            slot = self.slots[r]
+            if picks.get(f"recv.close_session[{i}]"):
+                out.append(self.close_session(r))
+                slot.closed = True
+                continue
+            if picks.get(f"recv.next_turn[{r}]"):
+                n = int(picks.get(f"recv.turn_tokens[{r}]", cfg.turn_tokens[0]))
+                req = self.next_turn(r, n)
+                slot.turn += 1
+                out.append(req)
+                turns.append((r, req.rid))
+        return out, turns
+
+    def _run_batch(self, batch: Any) -> Any:
+        """`run_batch` without the model: the bookkeeping around the forward as SGLang does it
+        (non-overlap, no speculation), and the forward's result a fixed token per request."""
+        s = setup()
+        sch = self.sch
+        sch.forward_ct += 1
+        batch.get_model_worker_batch()
+        ids = []
+        for req in batch.reqs:
+            r = int(req.rid[1:].split(".")[0])
+            ids.append(token(self.cfg, self.p, r, len(req.origin_input_ids) + len(req.output_ids)))
+        res = s["utils"].GenerationBatchResult(logits_output=None, next_token_ids=torch.tensor(ids, dtype=torch.int64),
+                                               can_run_cuda_graph=False)
+        batch.output_ids = res.next_token_ids
+        res.extend_input_len_per_req = None
+        res.extend_logprob_start_len_per_req = None
+        return res
+
+    def _check(self, fn: Any) -> Check:
+        try:
+            fn()
+        except (AssertionError, ValueError) as e:
+            return Check(True, True, False, _first_line(e))
+        except Exception as e:  # a check that cannot run on this cache (NotImplementedError, ...)
+            return Check(True, False, True, f"{type(e).__name__}: {_first_line(e)}")
+        return Check(True)
+
+    def _busy_check(self) -> Check:
+        """SGLang's own busy check; `ran` is whether it reached its equation (it returns early
+        without a last batch, and, up to 0.5.12.post1, with speculative topk > 1)."""
+        sch = self.sch
+        if sch.last_batch is None:
+            return Check(False)
+        checker = getattr(sch, "invariant_checker", None)
+        fn = checker.self_check_during_busy if checker is not None and hasattr(checker, "self_check_during_busy") \
+            else sch.self_check_during_busy
+        return self._check(fn)
+
+    # -- views ---------------------------------------------------------------------------------------------
+    def live_reqs(self) -> list[Any]:
+        return [sl.req for sl in self.slots if sl.req is not None]
+
+    def slot_of_req(self, req: Any) -> int:
+        return int(req.rid[1:].split(".")[0])
+
+
+# -- builders -------------------------------------------------------------------------------------------
+def _fields(cls: Any) -> set[str]:
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls):
+        return {f.name for f in dataclasses.fields(cls)}
+    import inspect
+
+    return set(inspect.signature(cls).parameters)
+
+
+def _make(cls: Any, **kw: Any) -> Any:
+    """An io_struct request with the fields this release has (later releases add fields; the
+    trace's requests need none of them)."""
+    names = _fields(cls)
+    return cls(**{k: v for k, v in kw.items() if k in names})
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:240]
+
+
+def _oom_kind(msg: str, e: BaseException | None = None) -> int:
+    """Which allocation failed: by SGLang's message where it names it, else by where it was raised
+    (page size 1 raises "Out of memory. Try to lower your batch size." from `alloc_token_slots` in
+    both the extend and the decode path)."""
+    if "alloc_req_slots" in msg or "req_to_token_pool" in msg and "memory" in msg:
+        return OOM_REQ_SLOTS
+    if "Prefill out of memory" in msg:
+        return OOM_PREFILL
+    if "Decode out of memory" in msg:
+        return OOM_DECODE
+    if "out of memory" not in msg.lower() or e is None:
+        return OOM_NONE
+    import traceback
+
+    names = [f.name for f in traceback.extract_tb(e.__traceback__)]
+    if any(n in ("alloc_req_slots",) for n in names):
+        return OOM_REQ_SLOTS
+    if any(n in ("prepare_for_extend", "alloc_for_extend") for n in names):
+        return OOM_PREFILL
+    if any(n in ("prepare_for_decode", "alloc_for_decode") for n in names):
+        return OOM_DECODE
+    return OOM_NONE
+
+
+def _parse_args(sch: Any, sa: Any) -> None:
+    """What `Scheduler.__init__`'s argument parsing sets (both families)."""
+    s = setup()
+    sch.is_initializing = True
+    sch.server_args = sa
+    sch.schedule_policy = sa.schedule_policy
+    sch.enable_priority_scheduling = sa.enable_priority_scheduling
+    sch.abort_on_priority_when_disabled = getattr(sa, "abort_on_priority_when_disabled", False)
+    sch.schedule_low_priority_values_first = sa.schedule_low_priority_values_first
+    sch.priority_scheduling_preemption_threshold = sa.priority_scheduling_preemption_threshold
+    sch.enable_lora = sa.enable_lora
+    sch.enable_lora_overlap_loading = getattr(sa, "enable_lora_overlap_loading", False)
+    sch.max_loras_per_batch = sa.max_loras_per_batch
+    sch.enable_overlap = False
+    sch.enable_overlap_mlx = False
+    sch.enable_pdmux = getattr(sa, "enable_pdmux", False)
+    sch.skip_tokenizer_init = sa.skip_tokenizer_init
+    sch.stream_interval = sa.stream_interval
+    spec = importlib.import_module("sglang.srt.speculative.spec_info")
+    sch.spec_algorithm = spec.SpeculativeAlgorithm.from_string(sa.speculative_algorithm)
+    sch.gpu_id = 0
+    sch.page_size = sa.page_size
+    sch.enable_hierarchical_cache = sa.enable_hierarchical_cache
+    sch.enable_hicache_storage = sa.hicache_storage_backend is not None
+    sch.enable_decode_hicache = False
+    sch.max_recv_per_poll = 1 << 20
+    sch.enable_hisparse = getattr(sa, "enable_hisparse", False)
+    sch.hisparse_coordinator = None
+    sch.nccl_port = 0
+    sch.forward_ct = 0
+    sch.cur_batch = None
+    del s
+
+
+def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
+    """What `init_model_worker` reads from the model worker (`get_worker_info`) and sets."""
+    s = setup()
+    p = h.p
+    sch.tp_worker = worker
+    sch.maybe_init_draft_worker()  # no speculative algorithm: SGLang sets draft_worker (and its corpus) to None
+    sch.model_worker = worker
+    sch.max_total_num_tokens = p.full_tokens
+    sch.max_prefill_tokens = p.max_prefill_tokens
+    sch.max_running_requests = p.req_pool_size
+    sch.max_queued_requests = None
+    sch.max_req_len = h.context_len - 1
+    sch.max_req_input_len = h.context_len - 2
+    sch.random_seed = 0
+    sch.device = "cpu"
+    sch.forward_stream = None
+    for g in ("tp_group", "attn_tp_group", "attn_cp_group", "pp_group", "world_group", "dp_tp_group"):
+        setattr(sch, g, _group())
+    for g in ("tp_cpu_group", "attn_tp_cpu_group", "attn_cp_cpu_group", "dp_tp_cpu_group"):
+        setattr(sch, g, None)
+    sch.pad_input_ids_func = None
+    gsa = s["sa_mod"].get_global_server_args()
+    gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
+
+
+def _build_monolithic(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: RealScheduler) -> None:
+    s = setup()
+    _parse_args(sch, sa)
+    for k in ("tp_rank", "moe_ep_rank", "pp_rank", "attn_cp_rank", "moe_dp_rank"):
+        setattr(sch, k, 0)
+    sch.dp_rank = None
+    sch.tp_size, sch.pp_size, sch.dp_size = sa.tp_size, sa.pp_size, sa.dp_size
+    sch.moe_ep_size, sch.attn_cp_size, sch.moe_dp_size = sa.ep_size, getattr(sa, "attn_cp_size", 1), getattr(sa, "moe_dp_size", 1)
+    sch.attn_tp_rank, sch.attn_tp_size, sch.attn_dp_rank = 0, 1, 0
+    sch.enable_kv_cache_events = False
+    sch.model_config = facts
+    sch.dllm_config = None
+    sch.tokenizer = None
+    _resolved_impl(facts)
+    sch.init_metrics(0, 0, None)
+    sch.send_to_tokenizer, sch.send_to_detokenizer = h.sink_tok, h.sink_detok
+    sch.recv_from_rpc = None
+    sch.idle_sleeper = None
+    sch.init_moe_gemm_config()
+    _worker_info(sch, worker, h)
+    sch.init_cache_with_memory_pool()
+    sch.init_running_status()
+    sch.init_chunked_prefill()
+    if hasattr(sch, "init_diffusion_llm"):
+        sch.init_diffusion_llm()
+    sch.init_schedule_policy()
+    sch.init_disaggregation()
+    sch.init_overlap()
+    sch.maybe_init_ngram_embedding()
+    sch.init_deterministic_inference_config()
+    sch.init_request_dispatcher()
+    from sglang.srt.constrained.grammar_manager import GrammarManager
+
+    sch.grammar_manager = GrammarManager(sch)
+    sch.is_generation = True
+    sch.watchdog = None
+    sch.is_initializing = False
+    del s
+
+
+def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: RealScheduler) -> None:
+    s = setup()
+    _parse_args(sch, sa)
+    comps = importlib.import_module("sglang.srt.managers.scheduler")
+    ps_cls = getattr(comps, "ParallelState")
+    sch.ps = _make(ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
+                   attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
+                   moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
+    sch.model_config = facts
+    sch.dllm_config = None
+    sch.tokenizer = None
+    _resolved_impl(facts)
+    mc = getattr(comps, "SchedulerMetricsCollector")
+    sch.metrics_collector_context = mc.init_new(server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
+                                                enable_priority_scheduling=sch.enable_priority_scheduling,
+                                                enable_lora=sch.enable_lora,
+                                                enable_hierarchical_cache=sch.enable_hierarchical_cache)
+    sch.metrics_collector = sch.metrics_collector_context.collector
+    sch.ipc_channels = SimpleNamespace(send_to_tokenizer=h.sink_tok, send_to_detokenizer=h.sink_detok,
+                                       recv_from_tokenizer=None, recv_from_rpc=None, send_metrics_from_scheduler=None)
+    sch.idle_sleeper = None
+    for k in ("mm_receiver", "disagg_prefill_bootstrap_queue", "disagg_prefill_inflight_queue",
+              "disagg_decode_prealloc_queue", "disagg_decode_transfer_queue"):
+        setattr(sch, k, None)
+    sch.init_moe_gemm_config()
+    _worker_info(sch, worker, h)
+    res = s["kvb"].build_kv_cache(
+        server_args=sa, model_config=facts, tp_worker=worker, page_size=sch.page_size, spec_algorithm=sch.spec_algorithm,
+        attn_tp_cpu_group=None, tp_cpu_group=None, attn_cp_cpu_group=None, enable_metrics=False,
+        enable_kv_cache_events=False, ps=sch.ps, tp_group=sch.tp_group, pp_group=sch.pp_group,
+        enable_hierarchical_cache=sch.enable_hierarchical_cache)
+    for k in ("is_hybrid_swa", "is_hybrid_ssm", "sliding_window_size", "full_tokens_per_layer", "swa_tokens_per_layer",
+              "req_to_token_pool", "token_to_kv_pool_allocator", "disable_radix_cache", "tree_cache"):
+        setattr(sch, k, getattr(res, k))
+    sch.decode_offload_manager = None
+    sch.init_running_status()
+    sch.init_chunked_prefill()
+    if hasattr(sch, "init_diffusion_llm"):
+        sch.init_diffusion_llm()
+    rep = getattr(comps, "SchedulerMetricsReporter")
+    sch.metrics_reporter = rep(scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
+                               metrics_collector_context=sch.metrics_collector_context,
+                               metrics_collector=sch.metrics_collector)
+    sch.init_schedule_policy()
+    sch.watchdog = None
+    sch.memory_saver_adapter = SimpleNamespace(enabled=False)
+    sch.recv_skipper = None
+    sch.input_blocker = None
+    sch.init_profiler()
+    sch.init_disaggregation()
+    sch.init_overlap()
+    sch.maybe_init_ngram_embedding()
+    sch.init_deterministic_inference_config()
+    sch.init_weight_updater()
+    sch.init_request_dispatcher()
+    sch.init_lora_drainer()
+    sch.init_lora_overlap_loader()
+    sch.init_grammar_manager()
+    sch.maybe_init_scripted_scheduler_hook()
+    sch.init_dp_attn_adapter()
+    sch.init_pool_stats_observer()
+    sch.init_invariant_checker()
+    sch.init_kv_events_publisher()
+    sch.init_load_inquirer()
+    sch.init_output_streamer()
+    sch.init_batch_result_processor()
+    sch.is_generation = True
+    sch.is_initializing = False
+
+
+def _resolved_impl(facts: Any) -> None:
+    """`get_resolved_model_impl` reads the architecture from the HF config; a model-less config
+    resolves to SGLang's own implementation."""
+    utils = importlib.import_module("sglang.srt.model_loader.utils")
+    impl = getattr(utils, "ModelImpl", None)
+    if impl is None:
+        from sglang.srt.configs.model_config import ModelImpl as impl  # type: ignore[no-redef]
+    facts._resolved_model_impl = impl.SGLANG
+    facts._resolved_model_arch = "LlamaForCausalLM"

@@ -1,0 +1,238 @@
+"""`kvmc replay --against sglang==V [--revert FIX]... FILE...` and `kvmc check --confirm sglang==V`
+(parent side: reads and checks the traces, plans each one, runs one worker subprocess for the
+release, prints the outcomes).
+
+Outcomes, as `kvmc replay` on the pool: `reproduced` (the release before the fix, or with it
+reverted, follows the trace step for step and fails the same way), `passed` (the release with the
+fix runs the trace's events and the property holds at every step), `diverged at step N` (the first
+difference, side by side), `not replayable` (why: EAGLE needs the draft model, a choice that
+cannot be forced, ...), `error` (an unreadable or corrupt trace). Each step's line shows SGLang's
+own busy / idle check verdict beside kvmc's properties and the ledger on SGLang's objects.
+
+Exit status: 0 every file behaves as planned; 1 some file diverged; 2 bad input (unknown release,
+no adapter, release not installed, a revert that does not apply, unreadable trace, not
+replayable). Nothing is written.
+
+The scheduler module imports `setproctitle`, `fastapi` and `uvicorn`, which the memory-path imports
+of `kvmc sglang install` do not need: they go into their own folder beside the releases
+(`sched-deps-<hash>`, pinned, `--no-deps`, atomic like upstream/install.py), installed by
+`--install` or `install_extras`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import EXIT_USAGE, UpstreamUsageError
+from ..install import MARKER, _atomic_folder, _pip, _pip_error, default_dir, install, release_path
+from . import releases
+
+REPO = Path(__file__).resolve().parents[2]
+SCHED_DEPS = ("setproctitle==1.3.8", "fastapi==0.140.0", "annotated-doc==0.0.7", "uvicorn==0.54.0", "click==8.5.1")
+REPRODUCED, PASSED, DIVERGED, ERROR, NOT_REPLAYABLE = "reproduced", "passed", "diverged", "error", "not replayable"
+
+
+# -- the scheduler module's extra dependencies ------------------------------------------------------------
+def extras_dir(root: Path) -> Path:
+    key = hashlib.sha256("\n".join(SCHED_DEPS).encode()).hexdigest()[:10]
+    return root / f"sched-deps-{key}"
+
+
+def install_extras(root: Path, say: Callable[[str], None] = print) -> Path:
+    d = extras_dir(root)
+    if (d / MARKER).exists():
+        return d
+    say(f"installing the scheduler module's {len(SCHED_DEPS)} extra dependencies into {d}")
+    root.mkdir(parents=True, exist_ok=True)
+
+    def fill(tmp: Path) -> None:
+        p = _pip(["--target", str(tmp), *SCHED_DEPS])
+        if p.returncode != 0:
+            raise UpstreamUsageError(f"could not install the scheduler's dependencies into {d}: {_pip_error(p)}")
+
+    _atomic_folder(d, fill)
+    return d
+
+
+def worker_path(root: Path, version: str) -> list[str]:
+    """sys.path for the worker: the release, its dependencies, the scheduler extras, the stubs."""
+    path = release_path(root, version)
+    extras = extras_dir(root)
+    if not (extras / MARKER).exists():
+        raise UpstreamUsageError(f"the scheduler module's dependencies ({', '.join(SCHED_DEPS)}) are not installed under "
+                                 f"{extras}; run `kvmc replay --against sglang=={version} --install ...`")
+    return [path[0], path[1], str(extras), *path[2:]]
+
+
+# -- traces -------------------------------------------------------------------------------------------------
+def _read(file: str) -> tuple[Any, str | None]:
+    """The parsed trace, or None and why it is bad input (unreadable, or the model does not follow it)."""
+    from checker.traces import itf
+    from checker.traces.itf import ItfError
+    from checker.traces.trace import TraceMismatch, run_concrete
+    from model.system import System
+
+    try:
+        trace = itf.read(file)
+    except ItfError as e:
+        return None, str(e)
+    try:
+        run_concrete(System(trace.cfg, trace.design), trace.params, trace.actions, expected=trace.states, check_frames=False)
+    except TraceMismatch as e:
+        return None, (f"{file}: state {e.step} field {e.field}: the trace records {e.recorded!r} but the model computes "
+                      f"{e.concrete!r}: the trace was edited or corrupted (regenerate it with kvmc check)")
+    except (ValueError, TypeError, ArithmeticError, IndexError, KeyError) as e:
+        return None, f"{file}: the model cannot run this trace ({type(e).__name__}: {e})"
+    return trace, None
+
+
+# -- running a release --------------------------------------------------------------------------------------
+def run_worker(version: str, jobs: list[dict[str, Any]], reverts: Sequence[str], root: Path,
+               timeout: float | None = None) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*worker_path(root, version), str(REPO)]), PYTHONHASHSEED="0")
+    cmd = [sys.executable, "-W", "ignore", "-m", "upstream.sched.worker"]
+    job = json.dumps({"version": version, "reverts": list(reverts), "jobs": jobs})
+    p = subprocess.run(cmd, input=job, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        tail = "\n".join(p.stderr.strip().splitlines()[-15:])
+        return {"version": version, "error": f"the replay worker exited {p.returncode}:\n{tail}"}
+    return json.loads(lines[-1])
+
+
+def replay(version: str, files: Sequence[str], reverts: Sequence[str] = (), root: Path | None = None,
+           do_install: bool = False, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
+    """Plan and run `files` on SGLang `version`; returns {"version", "label", "outcomes": [...]}.
+    Bad input raises UpstreamUsageError before anything runs."""
+    root = Path(root) if root is not None else default_dir()
+    reverts = list(reverts)
+    releases.adapter(version)
+    releases.check_reverts(version, reverts)
+    if do_install:
+        install([version], root, say=say)
+        install_extras(root, say=say)
+    worker_path(root, version)  # not installed: one line, exit 2, before anything runs
+    label = releases.label(version, reverts)
+    outcomes: list[dict[str, Any] | None] = []
+    jobs: list[dict[str, Any]] = []
+    index: list[int] = []
+    for f in files:
+        trace, bad = _read(f)
+        if trace is None:
+            outcomes.append({"file": f, "status": ERROR, "message": bad, "table": [], "detail": []})
+            continue
+        pl = releases.plan(trace, version, reverts)
+        if pl.mode == NOT_REPLAYABLE:
+            outcomes.append({"file": f, "status": NOT_REPLAYABLE, "message": pl.why, "table": [], "detail": [],
+                             "mode": pl.mode, "label": label})
+            continue
+        index.append(len(outcomes))
+        outcomes.append(None)
+        jobs.append({"file": f, "mode": pl.mode, "label": label, "why": pl.why})
+    t0 = time.time()
+    res: dict[str, Any] = {"version": version, "label": label, "reverted": [], "outcomes": outcomes}
+    if jobs:
+        out = run_worker(version, jobs, reverts, root)
+        if "error" in out:
+            raise UpstreamUsageError(f"SGLang {label}: {out['error']}")
+        for i, j, o in zip(index, jobs, out["outcomes"]):
+            o["why"] = j["why"]
+            outcomes[i] = o
+        res["reverted"] = out.get("reverted", [])
+        res["import_seconds"] = out.get("import_seconds")
+    res["seconds"] = round(time.time() - t0, 1)
+    return res
+
+
+# -- reporting -------------------------------------------------------------------------------------------------
+def line(o: dict[str, Any]) -> str:
+    f = o["file"]
+    st = o["status"]
+    if st == DIVERGED:
+        head = f"{f}: diverged at step {o['step']}: {o['field']}: model={o['model']!r}, sglang={o['sglang']!r}"
+        return head + (f" ({o['message']})" if o.get("message") else "")
+    if st in (ERROR, NOT_REPLAYABLE):
+        return f"{f}: {st}: {o['message']}"
+    return f"{f}: {st} ({o['message']})" if o.get("message") else f"{f}: {st}"
+
+
+def exit_status(outcomes: Sequence[dict[str, Any]]) -> int:
+    if any(o["status"] in (ERROR, NOT_REPLAYABLE) for o in outcomes):
+        return EXIT_USAGE
+    if any(o["status"] == DIVERGED for o in outcomes):
+        return 1
+    return 0
+
+
+def report(res: dict[str, Any], steps: bool = True) -> str:
+    out = [f"SGLang {res['label']}"]
+    for r in res.get("reverted", []):
+        out.append(f"  reverted with SGLang's source_patcher: {r}")
+    for o in res["outcomes"]:
+        out.append(line(o))
+        if o.get("why") and o["status"] not in (ERROR, NOT_REPLAYABLE):
+            out.append(f"  plan: {o['why']}")
+        if steps:
+            out.extend("  " + t for t in o.get("table", []))
+        out.extend("  " + d for d in o.get("detail", []))
+    ok = sum(o["status"] in (REPRODUCED, PASSED) for o in res["outcomes"])
+    out.append(f"{ok}/{len(res['outcomes'])} behave as planned on SGLang {res['label']}"
+               + (f" ({res['seconds']:.1f} s, imports {res.get('import_seconds')} s)" if res.get("import_seconds") else ""))
+    return "\n".join(out)
+
+
+def cmd_replay_against(args: Any, files: Sequence[str]) -> int:
+    """The `kvmc replay --against` entry (checker/cli/replay.py dispatches here lazily)."""
+    try:
+        version = releases.parse_against(args.against)
+        res = replay(version, files, getattr(args, "revert", None) or (), Path(args.dir) if getattr(args, "dir", None) else None,
+                     bool(getattr(args, "install", False)))
+    except UpstreamUsageError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if getattr(args, "json", False):
+        print(json.dumps(res, indent=1, default=str))
+    else:
+        print(report(res))
+    return exit_status(res["outcomes"])
+
+
+# -- kvmc check --confirm sglang==V ----------------------------------------------------------------------------
+def confirm_note(trace: Any, against: str, root: Path | None = None) -> str:
+    """One phrase for `kvmc check`'s report on a counterexample it just found: reproduced on the
+    release (or why not). The trace is written to a temporary file for the worker."""
+    import tempfile
+
+    from checker.traces import itf
+
+    try:
+        version = releases.parse_against(against)
+        releases.adapter(version)
+        root = Path(root) if root is not None else default_dir()
+        worker_path(root, version)
+    except UpstreamUsageError as e:
+        return f"not confirmed on SGLang: {e}"
+    pl = releases.plan(trace, version, [])
+    if pl.mode == NOT_REPLAYABLE:
+        return f"not confirmed on SGLang {version}: not replayable: {pl.why}"
+    with tempfile.TemporaryDirectory(prefix="kvmc-confirm-") as d:
+        f = str(Path(d) / "trace.itf.json")
+        itf.write(f, trace)
+        out = run_worker(version, [{"file": f, "mode": pl.mode, "label": version}], [], root)
+    if "error" in out:
+        return f"not confirmed on SGLang {version}: {out['error'].splitlines()[0]}"
+    o = out["outcomes"][0]
+    if o["status"] == REPRODUCED:
+        return f"confirmed on SGLang {version} ({pl.why})"
+    if o["status"] == PASSED:
+        return f"SGLang {version} has the fix: {o['message']}"
+    if o["status"] == DIVERGED:
+        return f"NOT confirmed on SGLang {version}: diverged at step {o['step']}: {o['field']}: model={o['model']!r}, sglang={o['sglang']!r}"
+    return f"not confirmed on SGLang {version}: {o['status']}: {o['message']}"

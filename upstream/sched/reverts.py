@@ -1,0 +1,123 @@
+"""Reverting one fix inside a release, with SGLang's own `debug_utils.source_patcher` (the mechanism
+behind `SGLANG_DEBUG_REVERT_PR`, present in every release kvmc replays on): the patched function's
+source is edited and recompiled in place, nothing else changes.
+
+A design "current minus fix X" is not a release; a replay runs either on the last release before
+the fix, or on a release that has it with that one fix reverted. Each revert below states what the
+fix changed (kvmc's own description, see model/designs.py) and the edits that undo it, written
+against the function as it stands in the releases listed; applying it to another release, or to
+a function whose text moved, fails with the patcher's own "match text not found" (one line, the
+replay reports it and stops).
+
+`match` lines are compared stripped, so the YAML's indentation need not follow the source's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class RevertError(Exception):
+    """A revert that does not apply to the imported release."""
+
+
+@dataclass(frozen=True)
+class Revert:
+    fix: str
+    pr: int
+    releases: tuple[str, ...]  # releases whose function text the edits match (checked by tests)
+    what: str
+    yaml: str
+
+
+REVERTS: dict[str, Revert] = {
+    r.fix: r
+    for r in [
+        Revert(
+            "chunked_swa_page_reserve", 23174, ("0.5.11", "0.5.12.post1"),
+            "add_chunked_req: the chunk budget takes rem_swa_tokens without reserving a page, and a budget <= 0 "
+            "falls back to rem_chunk_tokens instead of deferring the chunk",
+            """
+patches:
+  - target: sglang.srt.managers.schedule_policy.PrefillAdder.add_chunked_req
+    edits:
+      - match: |
+          _rem_tokens = min(
+              _rem_tokens, int(self.rem_swa_tokens) - self.page_size
+          )
+        replacement: |
+          _rem_tokens = min(_rem_tokens, int(self.rem_swa_tokens))
+      - match: |
+          if self.is_hybrid_swa:
+              return req
+        replacement: ""
+""",
+        ),
+        Revert(
+            "retract_tail_free", 22862, ("0.5.11", "0.5.12.post1"),
+            "StreamingSession match: prefix_len = min(C, |key| - 1) and the orphaned tail [prefix_len, A) is not freed "
+            "(the assertion that prefix_len never drops below the slot's tree prefix, which holds only with the fixed "
+            "formula, goes with it: 0.5.10.post1's SessionAwareCache had neither)",
+            """
+patches:
+  - target: sglang.srt.session.streaming_session.StreamingSession.try_match_prefix
+    edits:
+      - match: |
+          prefix_len = min(req.kv_committed_len, len(params.key.token_ids))
+        replacement: |
+          prefix_len = min(req.kv_committed_len, max(len(params.key.token_ids) - 1, 0))
+      - match: |
+          assert prefix_len >= slot.cache_protected_len, (
+              f"streaming session prefix shrank: {prefix_len=} < "
+              f"{slot.cache_protected_len=}"
+          )
+        replacement: ""
+      - match: |
+          self._free_tail(slot, req, prefix_len)
+        replacement: ""
+""",
+        ),
+        Revert(
+            "session_active", 22753, ("0.5.11", "0.5.12.post1"),
+            "busy check: every session slot holding KV is counted as session-held, also while its turn runs",
+            """
+patches:
+  - target: sglang.srt.managers.scheduler_runtime_checker_mixin.SchedulerRuntimeCheckerMixin._active_pool_idxs
+    edits:
+      - match: |
+          idxs = set()
+        prepend: |
+          return set()
+""",
+        ),
+    ]
+}
+
+
+def available(fix: str) -> Revert | None:
+    return REVERTS.get(fix)
+
+
+def apply(fixes: list[str]) -> list[str]:
+    """Apply the reverts of `fixes` to the imported release; returns what was applied, one line
+    each. Raises RevertError (the patcher's message) when one does not apply."""
+    if not fixes:
+        return []
+    from sglang.srt.debug_utils.source_patcher import apply_patches_from_config
+
+    done = []
+    for fix in fixes:
+        r = REVERTS.get(fix)
+        if r is None:
+            raise RevertError(f"no revert of fix {fix!r} is known; revertible: {sorted(REVERTS)}")
+        try:
+            import contextlib
+            import io
+
+            with contextlib.redirect_stdout(io.StringIO()):  # the patcher prints each target
+                apply_patches_from_config(r.yaml)
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise RevertError(f"reverting {fix} (#{r.pr}) does not apply to this release: {first}") from None
+        done.append(f"{fix} (#{r.pr}): {r.what}")
+    return done
