@@ -1,0 +1,305 @@
+"""`kvmc mutate`: how strong is the checker? Mutants of the model, each checked by kvmc's own
+engines, killed or not, and every survivor explained.
+
+Per mutant (checker/mutation/operators.py):
+
+    unreached   no config's step executes the mutated line (checker/mutation/coverage.py)
+    invalid     the mutated model raises a Python error: every engine stops on it (not counted)
+    killed      an engine found a property violated, or left vacuous where the model is not
+                (checker/mutation/runner.py), within the budget
+    equivalent  z3 proves the mutant's step equal to the model's from every state the lemmas
+                allow, on every config that runs it (checker/mutation/equivalence.py)
+    survived    none of the above; the report says which kind of gap, with evidence:
+                property gap  the mutant diverges from the model on a reachable state
+                              (checker/mutation/diff.py) and its explicit search saw every
+                              reachable state of those parameter points: no property tells the
+                              difference
+                search gap    the mutant diverges (or z3 shows its step differs) but the searches
+                              did not cover where: a deeper or wider search may kill it
+                unclassified  no divergence found and z3 gave no answer
+
+Kill rate = killed / (killed + survived): equivalent, unreached and invalid mutants are not
+counted (they cannot be killed, or need no property to be seen).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from checker.mutation.operators import OPERATORS, Mutant, generate
+
+DEFAULT_BUDGET_S = 300.0
+EQUIV_TIMEOUT_S = 60.0
+DIVERGENCE_S = 60.0
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    configs: list[str]
+    status: str  # unreached | invalid | killed | equivalent | survived | error
+    seconds: float = 0.0
+    kill: dict[str, Any] | None = None
+    searched: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str = ""
+    error: str = ""
+    gap: str = ""  # survivors: property gap | search gap | unclassified
+    evidence: str = ""
+    equivalence: list[dict[str, Any]] = field(default_factory=list)
+    divergence: dict[str, Any] | None = None
+    live: list[str] | None = None  # the configs where its step differs from the model's (as terms)
+
+    @property
+    def module(self) -> str:
+        return self.mutant.module.split(".", 1)[1]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(mutant=self.mutant.as_dict(), module=self.module, configs=self.configs, status=self.status,
+                    live=self.live, seconds=round(self.seconds, 2), kill=self.kill, gap=self.gap or None,
+                    evidence=self.evidence or None,
+                    searched=self.searched, stopped=self.stopped or None, error=self.error or None,
+                    equivalence=self.equivalence, divergence=self.divergence)
+
+
+def select(module: str | None, seed: int, max_mutants: int | None, ops: tuple[str, ...] = OPERATORS,
+           ids: list[str] | None = None, per_module: int | None = None) -> list[Mutant]:
+    """The mutants to run: all of `module` (all modules), or a seeded sample of them."""
+    ms = generate(module, ops=ops)
+    if ids:
+        known = {m.id: m for m in ms}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise KeyError(f"unknown mutant(s) {missing}; `kvmc mutate --list` shows them")
+        return [known[i] for i in ids]
+    rng = random.Random(seed)
+    if per_module is not None:
+        by: dict[str, list[Mutant]] = {}
+        for m in ms:
+            by.setdefault(m.module, []).append(m)
+        picked = [m for group in by.values() for m in rng.sample(group, min(per_module, len(group)))]
+        ms = [m for m in ms if m in picked]
+    if max_mutants is not None and len(ms) > max_mutants:
+        keep = set(rng.sample(range(len(ms)), max_mutants))
+        ms = [m for i, m in enumerate(ms) if i in keep]
+    return ms
+
+
+def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equiv_timeout_s: float,
+              divergence_s: float, tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """A survivor: equivalent (z3), or which gap, with evidence (module docstring)."""
+    from model.designs import PRESETS
+
+    from checker.mutation import equivalence
+    from checker.mutation.diff import divergence
+    from checker.mutation.operators import design_for, parse_id
+
+    m = parse_id(mid)
+    design = design_for(m)
+    base = PRESETS["current"]
+    eqs = []
+    for c in configs:
+        tell(dict(engine="equivalence", config=c))
+        e = equivalence.check(c, design, base, int(equiv_timeout_s * 1000))
+        eqs.append(dict(config=c, verdict=e.verdict, how=e.how, seconds=round(e.seconds, 1), fields=e.fields[:8],
+                        witness={k: list(v) for k, v in list(e.witness.items())[:6]}, reason=e.reason))
+        if e.verdict != "equivalent":
+            break  # one config where the step differs is enough: it is not equivalent
+    if all(e["verdict"] == "equivalent" for e in eqs):
+        how = sorted({e["how"] for e in eqs})
+        return dict(status="equivalent", equivalence=eqs,
+                    evidence=f"the step equals the model's on {', '.join(configs)} ({' and '.join(how)})")
+    exhausted = {s["config"] for s in searched if s["engine"] == "explicit" and s.get("exhausted")}
+    div = None
+    for c in configs:
+        tell(dict(engine="divergence", config=c))
+        d = divergence(c, base, design, divergence_s)
+        if d.get("found"):
+            div = dict(d, config=c)
+            break
+    depths = "; ".join(f"{s['engine']} on {s['config']} to depth {s['depth']}"
+                       + (" (every reachable state of its points)" if s.get("exhausted") else "") for s in searched)
+    if div is not None:
+        where = (f"on {div['config']}, parameter point {div['point']}, at depth {div['depth']} ({div['note']}"
+                 + (f"; fields {', '.join(f'{k}: {a} -> {b}' for k, (a, b) in div['fields'].items())}" if div.get("fields")
+                    else "") + ")")
+        if div["config"] in exhausted:
+            return dict(status="survived", gap="property gap", equivalence=eqs, divergence=div,
+                        evidence=f"diverges {where}, and the mutant's explicit search saw every reachable state of "
+                                 f"those points without a property failing")
+        return dict(status="survived", gap="search gap", equivalence=eqs, divergence=div,
+                    evidence=f"diverges {where}; searched: {depths}")
+    z3_differs = [e for e in eqs if e["verdict"] == "differs"]
+    if z3_differs:
+        e = z3_differs[0]
+        wit = ", ".join(f"{k}: {a} vs {b}" for k, (a, b) in list(e["witness"].items())[:4])
+        return dict(status="survived", gap="search gap", equivalence=eqs, divergence=div,
+                    evidence=f"no divergence on the reachable states of the explicit points, but z3 finds a state the "
+                             f"lemmas allow where the step differs on {e['config']} ({wit}): outside the explicit "
+                             f"points, deeper, or unreachable (then the lemmas are too weak to prove it equivalent); "
+                             f"searched: {depths}")
+    return dict(status="survived", gap="unclassified", equivalence=eqs, divergence=div,
+                evidence=f"no divergence on the explicit points and z3 gave no answer "
+                         f"({'; '.join(e['reason'] for e in eqs if e['reason'])}); searched: {depths}")
+
+
+def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_BUDGET_S, workers: int = 1,
+           equiv_timeout_s: float = EQUIV_TIMEOUT_S, divergence_s: float = DIVERGENCE_S,
+           progress: Callable[[str], None] | None = None) -> list[Outcome]:
+    from checker.mutation import runner
+    from checker.mutation.coverage import configs_running
+
+    say = progress or (lambda msg: None)
+    outcomes: list[Outcome] = []
+    for m in mutants:
+        run_in = configs_running(m.file, m.line, configs)
+        outcomes.append(Outcome(m, run_in, "unreached" if not run_in else "pending"))
+    used = sorted({c for o in outcomes for c in o.configs}, key=configs.index)
+    baselines = {}
+    for c in used:
+        say(f"baseline: the model's explicit search on {c}")
+        baselines[c] = runner.baseline(c, min(120.0, budget_s))
+        if baselines[c].violated:
+            raise RuntimeError(f"the model itself violates {baselines[c].violated} on {c}: fix the model before "
+                               "measuring the checker with mutants")
+    todo = [o for o in outcomes if o.status == "pending"]
+    by_id = {o.mutant.id: o for o in todo}
+    count = [0]
+
+    def hunted(j: runner.Job) -> None:
+        o = by_id[j.key]
+        r = j.result or {}
+        count[0] += 1
+        o.status = {"stopped": "survived"}.get(r.get("status", "error"), r.get("status", "error"))
+        o.seconds, o.kill, o.searched = r.get("seconds", 0.0), r.get("kill"), r.get("searched", [])
+        o.stopped, o.error = r.get("stopped", ""), r.get("error", "") + (f" at {r['where']}" if r.get("where") else "")
+        o.evidence = r.get("evidence", "")
+        if r.get("live") is not None:
+            o.live = r["live"]
+        what = o.status + (f" by {o.kill['engine']} on {o.kill['config']}: {o.kill['property']} {o.kill['how']}"
+                           f" at depth {o.kill['depth']}" if o.kill else "") + (f" ({o.error})" if o.error else "")
+        say(f"[{count[0]}/{len(todo)}] {o.mutant.id}: {what}, {o.seconds:.1f}s")
+
+    jobs = [runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines), budget_s) for o in todo]
+    runner.run_jobs(jobs, workers, hunted)
+    survivors = [o for o in todo if o.status == "survived"]
+    if survivors:
+        say(f"classifying {len(survivors)} survivor(s): equivalence (z3) and divergence")
+
+    def classified(j: runner.Job) -> None:
+        o = by_id[j.key]
+        r = j.result or {}
+        if r.get("status") == "equivalent":
+            o.status = "equivalent"
+        elif r.get("status") == "survived":
+            o.gap = r.get("gap", "unclassified")
+        else:
+            o.gap = "unclassified"
+            r = dict(r, evidence=f"classification {r.get('status')}: {r.get('stopped') or r.get('error')}")
+        o.evidence = r.get("evidence", "")
+        o.equivalence, o.divergence = r.get("equivalence", []), r.get("divergence")
+        say(f"  {o.mutant.id}: {o.status}{' (' + o.gap + ')' if o.gap else ''}")
+
+    cjobs = []
+    for o in survivors:
+        cs = o.live if o.live else o.configs
+        cjobs.append(runner.Job(o.mutant.id, _classify, (o.mutant.id, cs, o.searched, equiv_timeout_s, divergence_s),
+                                (equiv_timeout_s + divergence_s) * len(cs) + 30))
+    runner.run_jobs(cjobs, workers, classified)
+    return outcomes
+
+
+# -- the report --------------------------------------------------------------------------------
+STATUSES = ("killed", "survived", "equivalent", "unreached", "invalid", "error")
+
+
+def summary(outcomes: list[Outcome], key: Callable[[Outcome], str]) -> list[dict[str, Any]]:
+    """One row per group: counts per status, the kill rate, kill times."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault(key(o), []).append(o)
+    rows = []
+    for g, os_ in groups.items():
+        row: dict[str, Any] = {"group": g, "mutants": len(os_)}
+        for st in STATUSES:
+            row[st] = sum(o.status == st for o in os_)
+        counted = row["killed"] + row["survived"]
+        row["kill_rate"] = round(row["killed"] / counted, 3) if counted else None
+        times = [o.seconds for o in os_ if o.status == "killed"]
+        row["median_kill_s"] = round(statistics.median(times), 1) if times else None
+        row["max_kill_s"] = round(max(times), 1) if times else None
+        rows.append(row)
+    return rows
+
+
+def _rate(rows: list[dict[str, Any]]) -> str:
+    k = sum(r["killed"] for r in rows)
+    s = sum(r["survived"] for r in rows)
+    return f"{k}/{k + s} = {k / (k + s):.0%}" if k + s else "n/a"
+
+
+def render_text(outcomes: list[Outcome], budget_s: float) -> str:
+    rows = summary(outcomes, lambda o: o.module)
+    out = [f"{len(outcomes)} mutants, budget {budget_s:.0f}s each: kill rate {_rate(rows)} "
+           "(killed / (killed + survived); equivalent, unreached and invalid not counted)", ""]
+    head = f"{'module':16s} {'mutants':>7s} {'killed':>6s} {'surv.':>5s} {'equiv.':>6s} {'unreach.':>8s} {'invalid':>7s} " \
+           f"{'rate':>5s} {'median kill':>11s}"
+    out.append(head)
+    for r in rows:
+        rate = f"{r['kill_rate']:.0%}" if r["kill_rate"] is not None else "-"
+        med = f"{r['median_kill_s']}s" if r["median_kill_s"] is not None else "-"
+        out.append(f"{r['group']:16s} {r['mutants']:7d} {r['killed']:6d} {r['survived']:5d} {r['equivalent']:6d} "
+                   f"{r['unreached']:8d} {r['invalid'] + r['error']:7d} {rate:>5s} {med:>11s}")
+    surv = [o for o in outcomes if o.status == "survived"]
+    if surv:
+        out += ["", "survivors:"]
+        for o in surv:
+            out.append(f"  {o.mutant.id} [{o.gap}] {o.mutant.describe()}")
+            out.append(f"      {o.evidence}" + (f"; {o.stopped}" if o.stopped else ""))
+    eq = [o for o in outcomes if o.status == "equivalent"]
+    if eq:
+        out += ["", "equivalent:"]
+        out += [f"  {o.mutant.id}: {o.mutant.describe()} ({o.evidence})" for o in eq]
+    bad = [o for o in outcomes if o.status in ("invalid", "error")]
+    if bad:
+        out += ["", "invalid (the mutated model raises) or errors:"]
+        out += [f"  {o.mutant.id}: {o.error}" for o in bad]
+    return "\n".join(out)
+
+
+def render_markdown(outcomes: list[Outcome], budget_s: float, command: str, machine: str) -> str:
+    rows = summary(outcomes, lambda o: o.module)
+    crows = summary([o for o in outcomes if o.configs], lambda o: o.kill["config"] if o.kill else
+                    (o.configs[0] if len(o.configs) == 1 else "several (not killed)"))
+    orows = summary(outcomes, lambda o: o.mutant.op)
+    out = [f"Command: `{command}`; {machine}. Kill rate {_rate(rows)} (killed / (killed + survived)).", ""]
+
+    def table(rs: list[dict[str, Any]], first: str) -> list[str]:
+        lines = [f"| {first} | mutants | killed | survived | equivalent | unreached | invalid | kill rate | median / max s to kill |",
+                 "|---|---|---|---|---|---|---|---|---|"]
+        for r in rs:
+            rate = f"{r['kill_rate']:.0%}" if r["kill_rate"] is not None else "-"
+            t = f"{r['median_kill_s']} / {r['max_kill_s']}" if r["median_kill_s"] is not None else "-"
+            lines.append(f"| {r['group']} | {r['mutants']} | {r['killed']} | {r['survived']} | {r['equivalent']} | "
+                         f"{r['unreached']} | {r['invalid'] + r['error']} | {rate} | {t} |")
+        return lines
+
+    out += ["By module:", ""] + table(rows, "module") + [""]
+    out += ["By config (the config that killed it; survivors by the config that runs them):", ""] + table(crows, "config") + [""]
+    out += ["By operator:", ""] + table(orows, "operator") + [""]
+    surv = [o for o in outcomes if o.status == "survived"]
+    if surv:
+        out += ["Survivors:", "", "| mutant | change | gap | evidence |", "|---|---|---|---|"]
+        for o in surv:
+            ev = (o.evidence + (f"; {o.stopped}" if o.stopped else "")).replace("|", "\\|")
+            out.append(f"| `{o.mutant.id}` | `{o.mutant.before}` -> `{o.mutant.after}` | {o.gap} | {ev} |".replace("\n", " "))
+        out.append("")
+    eq = [o for o in outcomes if o.status == "equivalent"]
+    if eq:
+        out += ["Equivalent (proved):", "", "| mutant | change | how |", "|---|---|---|"]
+        out += [f"| `{o.mutant.id}` | `{o.mutant.before}` -> `{o.mutant.after}` | {o.evidence} |".replace("\n", " ") for o in eq]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,379 @@
+"""Running kvmc's own engines on one mutant, in a process of its own, within a time budget.
+
+For a mutant (checker/mutation/operators.py) and the configs whose step executes its line
+(checker/mutation/coverage.py), cheapest config first (by the model's own explicit search time):
+
+1. the explicit engine (checker/engines/explicit.py), breadth first over the config's parameter
+   points (`param_points`), each config with a share of the budget;
+2. relevance: the configs where the mutant's step builds other terms than the model's from the
+   free state (where it builds the same, it is the same step, and nothing can kill it there);
+3. random runs drawn over each relevant config's full symbolic bounds (the random engine's wide
+   machine, deeper than the explicit search goes);
+4. BMC (checker/engines/bmc.py, with the lemmas and the random engine's seed hunt, no proof, no
+   minimisation) on the full symbolic bounds, the rest of the budget split between the relevant
+   configs, each run abandoned at its deadline.
+
+The first violation of any property kills the mutant (the model itself holds everywhere: its
+explicit baseline is checked in the same run, and `current` is proved, README "What is
+proved"). So does a property left vacuous where the model meets its witness: the explicit
+search reached or exhausted the depth of the model's witness without meeting it (`kvmc check`
+would exit 3, inconclusive, instead of 0). A mutant whose step raises a Python error is
+`invalid` (every engine stops on the error; no property is needed to see it) and is left out of
+the kill rate.
+
+The child reports progress (engine, config, depth) on a pipe; the parent (`run_jobs`) stops it
+when its budget (plus a grace for the engine to notice its deadline) is spent, so nothing
+outlives its budget and Ctrl-C leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+EXPLICIT_DEPTH = 8
+BMC_DEPTH = 10
+EXPLICIT_SHARE = 0.4  # of the budget, over all configs; random and BMC get the rest
+RANDOM_SHARE = 0.25  # of what is left after the explicit search, per config (BMC gets the rest)
+RANDOM_DEPTH = 8
+RANDOM_EXAMPLES = 400
+GRACE_S = 20.0  # after the budget, for the engines to notice their deadline, before the process is stopped
+
+
+@dataclass
+class Kill:
+    engine: str
+    config: str
+    property: str
+    how: str  # "violated" | "vacuous"
+    depth: int
+    seconds: float  # since the mutant's run began
+
+    def words(self) -> str:
+        what = f"{self.property} {self.how}" + (f" at depth {self.depth}" if self.how == "violated" else
+                                                 f" (no witness to depth {self.depth})")
+        return f"{self.engine} on {self.config}: {what}, {self.seconds:.1f}s"
+
+
+@dataclass
+class Search:
+    engine: str
+    config: str
+    depth: int  # the depth every property holds to
+    seconds: float
+    exhausted: bool = False  # explicit: every reachable state of its points was seen
+    points: int = 0
+    states: int = 0
+    stopped: str = ""
+
+
+@dataclass
+class Baseline:
+    """The model's own explicit search on a config: where each property's witness is first met,
+    and that nothing is violated (else the mutants' kills there would mean nothing)."""
+
+    config: str
+    witness: dict[str, int | None]
+    violated: list[str]
+    depth: int
+    exhausted: bool
+    seconds: float = 0.0
+    terms: Any = None  # the step's terms from the free state (`_step_terms`)
+
+
+def explicit_points(system: Any) -> list[Any]:
+    from checker.engines.explicit import param_points
+
+    return param_points(system)
+
+
+def baseline(config: str, time_limit_s: float) -> Baseline:
+    """The model's explicit search on `config` (and its step's terms, for `relevant`)."""
+    from model.designs import PRESETS
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    from checker.engines.explicit import Explorer
+    from checker.verdict import Verdict
+
+    t0 = time.perf_counter()
+    system = System(CONFIGS[config], PRESETS["current"])
+    s = Explorer(system, None, points=explicit_points(system), time_limit_s=time_limit_s).run(EXPLICIT_DEPTH)
+    bad = [p for p, r in s.results.items() if r.verdict is Verdict.VIOLATED]
+    b = Baseline(config, {p: r.witness_depth for p, r in s.results.items()}, bad, s.depth_reached,
+                 s.exhausted_at is not None, time.perf_counter() - t0)
+    b.terms = _step_terms(config, PRESETS["current"])
+    return b
+
+
+def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:
+    """One symbolic step of `design` on `config` from the free state (flattened next state, the
+    step's assumptions): equal terms for the model and a mutant mean the same step."""
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    from checker.engines.induction import free_state
+    from checker.mutation.equivalence import _flat, step_terms, unbounded
+
+    system = System(CONFIGS[config], design)
+    params = unbounded(system)
+    post, cons, _ch = step_terms(system, params, free_state(system, params, "eq0"))
+    return [v for _n, v in _flat(post)], cons
+
+
+def relevant(config: str, design: Any, base: Baseline) -> bool:
+    """Whether the mutant's step on `config` differs from the model's at all (as terms): where it
+    does not, no engine can kill it there."""
+    from checker.mutation.equivalence import _same
+
+    post, cons = _step_terms(config, design)
+    bpost, bcons = base.terms
+    return not (len(cons) == len(bcons) and all(_same(a, b) for a, b in zip(post, bpost))
+                and all(_same(a, b) for a, b in zip(cons, bcons)))
+
+
+def _in_model(e: BaseException) -> str:
+    """The model line an exception came from (`model/x.py:N`), or "" when it did not."""
+    for f in reversed(traceback.extract_tb(e.__traceback__)):
+        if "/model/" in f.filename:
+            return f"model/{f.filename.rsplit('/', 1)[-1]}:{f.lineno}"
+    return ""
+
+
+def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples: int) -> tuple[str, int] | None:
+    """Random runs drawn over the config's symbolic bounds (the random engine's wide machine);
+    the first property a run breaks, and after how many steps."""
+    from specs.properties import PROPERTIES
+
+    from checker.engines.random_engine import Recorder, _run_machine, machine_for
+    from hypothesis import Phase
+
+    rec = Recorder()
+    machine = machine_for(system, list(PROPERTIES), None, rec, wide=True, give_up=give_up)
+    _run_machine(machine, examples, depth, (Phase.explicit, Phase.reuse, Phase.generate))
+    if not rec.failures:
+        return None
+    prop, (n, _p, _a) = min(rec.failures.items(), key=lambda kv: kv[1][0])
+    return prop, n
+
+
+def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Baseline],
+         tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """Kill mutant `mid` on `configs` within `budget_s` (module docstring). Returns plain data."""
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    from checker.engines.bmc import BMC
+    from checker.engines.explicit import Explorer
+    from checker.engines.run import _seeder
+    from checker.mutation.operators import design_for, parse_id
+    from checker.verdict import Verdict
+
+    t0 = time.perf_counter()
+    deadline = t0 + budget_s
+    m = parse_id(mid)
+    design = design_for(m)
+    searched: list[Search] = []
+    # cheap configs first: the model's own search there was quick, so the mutant's likely is too
+    order = sorted(configs, key=lambda c: baselines[c].seconds if c in baselines else 0.0)
+
+    def left() -> float:
+        return deadline - time.perf_counter()
+
+    def done(kill: Kill | None, status: str, **extra: Any) -> dict[str, Any]:
+        return dict(status=status, kill=kill.__dict__ if kill else None, searched=[s.__dict__ for s in searched],
+                    seconds=time.perf_counter() - t0, **extra)
+
+    def witness_of(c: str, p: str) -> int | None:
+        b = baselines.get(c)
+        return b.witness.get(p) if b is not None else None
+
+    try:
+        # 1. explicit, breadth first over the parameter points, each config with a share of the
+        # time (its own baseline time, a few times over, when that is less)
+        for i, c in enumerate(order):
+            base = baselines.get(c)
+            share = left() * EXPLICIT_SHARE / (len(order) - i)
+            if base is not None:
+                share = min(share, 3 * base.seconds + 5)
+            if share < 1:
+                continue
+            tell(dict(engine="explicit", config=c))
+            system = System(CONFIGS[c], design)
+            s = Explorer(system, None, points=explicit_points(system), time_limit_s=share).run(EXPLICIT_DEPTH, keep_going=False)
+            exhausted = s.exhausted_at is not None
+            searched.append(Search("explicit", c, s.depth_reached, time.perf_counter() - t0, exhausted, len(s.points),
+                                   s.distinct_states, s.stopped))
+            for p, r in s.results.items():
+                if r.verdict is Verdict.VIOLATED:
+                    return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
+            for p, r in s.results.items():
+                w = witness_of(c, p)
+                if w is not None and r.witness_depth is None and (exhausted or s.depth_reached >= w):
+                    return done(Kill("explicit", c, p, "vacuous", s.depth_reached, time.perf_counter() - t0), "killed")
+        # 2. where the mutant's step differs at all (elsewhere nothing can kill it), and there
+        # 3. random runs over the full symbolic bounds; then 4. BMC, the rest of the time split
+        live: list[str] = []
+        checked = 0
+        for i, c in enumerate(order):
+            if left() < 1:
+                break
+            tell(dict(engine="relevance", config=c))
+            checked += 1
+            if c in baselines and not relevant(c, design, baselines[c]):
+                continue
+            live.append(c)
+            until = time.perf_counter() + left() * RANDOM_SHARE / (len(order) - i)
+            tell(dict(engine="random", config=c))
+            try:
+                hit = _random_hunt(System(CONFIGS[c], design), RANDOM_DEPTH, lambda until=until: time.perf_counter() >= until,
+                                   RANDOM_EXAMPLES)
+            except Exception as e:
+                if _in_model(e):
+                    raise
+                hit = None  # Hypothesis refused the run (a flaky draw): the other engines still look
+            searched.append(Search("random", c, RANDOM_DEPTH, time.perf_counter() - t0))
+            if hit is not None:
+                return done(Kill("random", c, hit[0], "violated", hit[1], time.perf_counter() - t0), "killed")
+        if not live and checked == len(order):
+            return done(None, "equivalent", evidence=f"its step builds the model's very terms on {', '.join(order)}")
+        for i, c in enumerate(live):
+            if left() < 1:
+                break
+            until = time.perf_counter() + left() / (len(live) - i)
+            tell(dict(engine="bmc", config=c))
+            system = System(CONFIGS[c], design)
+            seed = _seeder(system)
+
+            def safe_seed(*a: Any, seed: Any = seed) -> Any:
+                try:
+                    return seed(*a)
+                except Exception as e:
+                    if _in_model(e):
+                        raise
+                    return None
+
+            bmc = BMC(system, None, minimize=False, seeder=safe_seed)
+            timer = threading.Timer(max(0.0, until - time.perf_counter()), bmc.interrupt_check)
+            timer.daemon = True
+            timer.start()
+            reached: list[int] = [-1]
+
+            def progress(t: int, el: float, st: dict[str, str], c: str = c) -> None:
+                reached[0] = t
+                tell(dict(engine="bmc", config=c, depth=t))
+
+            try:
+                res = bmc.run(BMC_DEPTH, progress=progress, stop_on_violation=True,
+                              abandon=lambda until=until: time.perf_counter() >= until)
+            finally:
+                timer.cancel()
+            searched.append(Search("bmc", c, reached[0], time.perf_counter() - t0))
+            for p, r in res.items():
+                if r.verdict is Verdict.VIOLATED:
+                    return done(Kill("bmc", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
+            for p, r in res.items():
+                w = witness_of(c, p)
+                if r.verdict is Verdict.VACUOUS and w is not None and reached[0] >= w:
+                    return done(Kill("bmc", c, p, "vacuous", reached[0], time.perf_counter() - t0), "killed")
+    except Exception as e:
+        where = _in_model(e)
+        if not where:
+            raise
+        return done(None, "invalid", error=f"{type(e).__name__}: {e}"[:300], where=where)
+    return done(None, "survived", live=live)
+
+
+def _child(conn: Any, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> None:
+    try:
+        out = fn(*args, tell=lambda d: conn.send(("progress", d)))
+        conn.send(("result", out))
+    except BaseException as e:  # reported by the parent as a kvmc error, never as a kill
+        conn.send(("result", dict(status="error", error=f"{type(e).__name__}: {e}"[:300], kill=None, searched=[],
+                                  seconds=0.0)))
+    finally:
+        conn.close()
+
+
+@dataclass
+class Job:
+    """One task in a process of its own: `fn(*args, tell=...)` returning plain data, stopped when
+    it runs past `budget_s` plus `GRACE_S`."""
+
+    key: str
+    fn: Callable[..., dict[str, Any]]
+    args: tuple[Any, ...]
+    budget_s: float
+    proc: Any = None
+    conn: Any = None
+    t0: float = 0.0
+    last: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+
+
+def run_jobs(jobs: list[Job], workers: int = 1, on_done: Callable[[Job], None] = lambda j: None) -> list[Job]:
+    """Each job in a forked process (it inherits the parent's imports and baselines; nothing is
+    pickled but its result), at most `workers` at a time. A job past its budget plus `GRACE_S`
+    is stopped: its result says `stopped` with the engine, config and depth it was on."""
+    ctx = mp.get_context("fork")
+    pending = list(jobs)
+    running: list[Job] = []
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                j = pending.pop(0)
+                parent, child = ctx.Pipe(duplex=False)
+                j.proc = ctx.Process(target=_child, args=(child, j.fn, j.args), daemon=True)
+                j.proc.start()
+                child.close()
+                j.conn, j.t0 = parent, time.perf_counter()
+                running.append(j)
+            for j in list(running):
+                try:
+                    while j.conn.poll(0):
+                        kind, msg = j.conn.recv()
+                        if kind == "progress":
+                            j.last = msg
+                        else:
+                            j.result = msg
+                except (EOFError, OSError):
+                    pass
+                over = time.perf_counter() - j.t0 > j.budget_s + GRACE_S
+                if j.result is None and j.proc.is_alive() and not over:
+                    continue
+                if j.result is None:
+                    _stop(j.proc)
+                    if over:
+                        where = " ".join(str(j.last[k]) for k in ("engine", "config") if k in j.last)
+                        depth = f" at depth {j.last['depth'] + 1}" if "depth" in j.last else ""
+                        j.result = dict(status="stopped", kill=None, searched=[], seconds=time.perf_counter() - j.t0,
+                                        stopped=f"stopped at its budget ({j.budget_s:.0f}s + {GRACE_S:.0f}s grace)"
+                                                + (f" in {where}{depth}" if where else ""))
+                    else:
+                        j.result = dict(status="error", kill=None, searched=[], seconds=time.perf_counter() - j.t0,
+                                        error=f"the process died (exit code {j.proc.exitcode})")
+                else:
+                    j.proc.join(5)
+                    _stop(j.proc)
+                j.conn.close()
+                running.remove(j)
+                on_done(j)
+            time.sleep(0.05)
+    except BaseException:
+        for j in running:
+            _stop(j.proc)
+        raise
+    return jobs
+
+
+def _stop(proc: Any) -> None:
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(5)
