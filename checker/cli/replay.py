@@ -46,6 +46,17 @@ def exit_status(outcomes: list[Outcome]) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     import json
 
+    if getattr(args, "against", None):  # on SGLang's own scheduler (upstream/sched/replay.py)
+        files = expand(args.files)
+        if not files:
+            print("kvmc: error: no trace files given (expected FILE.itf.json ...)", file=sys.stderr)
+            return 2
+        from upstream.sched.replay import cmd_replay_against
+
+        return cmd_replay_against(args, files)
+    if getattr(args, "revert", None):
+        print("kvmc: error: --revert FIX needs --against sglang==VERSION (a fix is reverted inside a release)", file=sys.stderr)
+        return 2
     try:
         device = check_device(args.device)
     except ValueError as e:
@@ -73,4 +84,10 @@ def add_parser(sub: Any) -> None:
     pr.add_argument("files", nargs="+", metavar="FILE", help="ITF traces (globs and directories allowed)")
     pr.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     pr.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
+    pr.add_argument("--against", metavar="sglang==VERSION",
+                    help="replay on SGLang's own scheduler of that release instead of the pool (upstream/sched/)")
+    pr.add_argument("--revert", action="append", default=[], metavar="FIX",
+                    help="with --against: revert this fix inside the release (SGLang's source_patcher; repeatable)")
+    pr.add_argument("--dir", help="with --against: SGLang install folder (default $KVMC_SGLANG_DIR or ~/.cache/kvmc/sglang)")
+    pr.add_argument("--install", action="store_true", help="with --against: install the release first")
     pr.set_defaults(fn=cmd_replay)
