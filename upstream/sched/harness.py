@@ -162,6 +162,17 @@ def _model_facts(context_len: int) -> SimpleNamespace:
     )
 
 
+class _ModelRunner(SimpleNamespace):
+    """The model runner's facts. Every `*_config` / `*_spec` attribute a release asks about (hybrid
+    GDN, Mamba, lightning, linear attention, ...) describes a model kind this is not: None. Any
+    other unknown attribute is an error, so a release reading something new fails loudly."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.endswith("_config") or name.endswith("_spec"):
+            return None
+        raise AttributeError(f"the model-less worker has no {name!r} (upstream/sched/harness.py::_ModelRunner)")
+
+
 class _NoModelWorker:
     """What `TpModelWorker` hands the scheduler, without a model: the memory pools and the window."""
 
@@ -170,7 +181,7 @@ class _NoModelWorker:
         self.is_hybrid_swa = hybrid
         self.sliding_window_size = window
         self.model_config = facts
-        self.model_runner = SimpleNamespace(
+        self.model_runner = _ModelRunner(
             hybrid_gdn_config=None, mamba2_config=None, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
             full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, is_hybrid_swa=hybrid,
             sliding_window_size=window, canary_manager=None, attn_backend=None, lora_manager=None,
@@ -180,6 +191,10 @@ class _NoModelWorker:
 
     def get_memory_pool(self) -> tuple[Any, Any]:
         return self._pool, self._alloc
+
+    def forward_batch_generation(self, batch: Any, **kw: Any) -> Any:
+        """The model forward, replaced: the harness's fixed tokens (RealScheduler.forward_tokens)."""
+        return self.harness.forward_tokens(batch)
 
     def get_tokens_per_layer_info(self) -> tuple[int, int]:
         return self.model_runner.full_max_total_num_tokens, self.model_runner.swa_max_total_num_tokens
@@ -296,6 +311,7 @@ class RealScheduler:
         p = self.p
         worker = _NoModelWorker(pool, alloc, facts, self.hybrid, p.sliding_window_size if self.hybrid else None,
                                 p.full_tokens, p.swa_tokens if self.hybrid else 0)
+        worker.harness = self
         Scheduler = s["sched_mod"].Scheduler
         sch = Scheduler.__new__(Scheduler)
         self.sch = sch
@@ -364,8 +380,9 @@ class RealScheduler:
         sp.normalize(None)
         return sp
 
-    def _generate_req(self, slot: Slot, ids: list[int], rid: str) -> Any:
+    def _generate_req(self, slot: Slot, ids: Any, rid: str) -> Any:
         io = setup()["io"]
+        ids = setup()["real"]._ids(ids)  # array('q') from 0.5.13, as the tokenizer manager sends them
         kw: dict[str, Any] = dict(input_text="", input_ids=ids, mm_inputs=None, sampling_params=self._sampling(
             self.p.max_new_tokens[slot.r]), return_logprob=False, logprob_start_len=-1, top_logprobs_num=0,
             token_ids_logprob=None, stream=False, rid=rid)
@@ -472,22 +489,23 @@ class RealScheduler:
         return out, turns
 
     def _run_batch(self, batch: Any) -> Any:
-        """`run_batch` without the model: the bookkeeping around the forward as SGLang does it
-        (non-overlap, no speculation), and the forward's result a fixed token per request."""
+        """SGLang's own `run_batch`; the model worker it calls is `_NoModelWorker`, whose forward
+        returns the fixed tokens (`forward_tokens`)."""
+        return self.sch.run_batch(batch)
+
+    def forward_tokens(self, batch: Any) -> Any:
+        """The replaced model forward: request slot r's next token is `token(r, pos)` for the
+        position it will take (the batch's sequence length). `batch` is the ScheduleBatch (0.5.13+)
+        or the ModelWorkerBatch it was turned into (up to 0.5.12.post1), whose rows name the
+        requests."""
         s = setup()
-        sch = self.sch
-        sch.forward_ct += 1
-        batch.get_model_worker_batch()
-        ids = []
-        for req in batch.reqs:
-            r = int(req.rid[1:].split(".")[0])
-            ids.append(token(self.cfg, self.p, r, len(req.origin_input_ids) + len(req.output_ids)))
-        res = s["utils"].GenerationBatchResult(logits_output=None, next_token_ids=torch.tensor(ids, dtype=torch.int64),
-                                               can_run_cuda_graph=False)
-        batch.output_ids = res.next_token_ids
-        res.extend_input_len_per_req = None
-        res.extend_logprob_start_len_per_req = None
-        return res
+        reqs = getattr(batch, "reqs", None)
+        if reqs is None:
+            by_row = {sl.req.req_pool_idx: sl.req for sl in self.slots if sl.req is not None}
+            reqs = [by_row[int(i)] for i in batch.req_pool_indices.tolist()]
+        ids = [token(self.cfg, self.p, self.slot_of_req(q), len(q.origin_input_ids) + len(q.output_ids)) for q in reqs]
+        return s["utils"].GenerationBatchResult(logits_output=None, next_token_ids=torch.tensor(ids, dtype=torch.int64),
+                                                can_run_cuda_graph=False)
 
     def _check(self, fn: Any) -> Check:
         try:
@@ -636,6 +654,7 @@ def _build_monolithic(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.model_config = facts
     sch.dllm_config = None
     sch.tokenizer = None
+    sch.is_generation = True  # init_tokenizer's reading of the model config
     _resolved_impl(facts)
     sch.init_metrics(0, 0, None)
     sch.send_to_tokenizer, sch.send_to_detokenizer = h.sink_tok, h.sink_detok
@@ -649,6 +668,7 @@ def _build_monolithic(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     if hasattr(sch, "init_diffusion_llm"):
         sch.init_diffusion_llm()
     sch.init_schedule_policy()
+    sch.init_profiler()
     sch.init_disaggregation()
     sch.init_overlap()
     sch.maybe_init_ngram_embedding()
@@ -657,7 +677,6 @@ def _build_monolithic(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     from sglang.srt.constrained.grammar_manager import GrammarManager
 
     sch.grammar_manager = GrammarManager(sch)
-    sch.is_generation = True
     sch.watchdog = None
     sch.is_initializing = False
     del s
@@ -674,6 +693,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.model_config = facts
     sch.dllm_config = None
     sch.tokenizer = None
+    sch.is_generation = True  # init_tokenizer's reading of the model config
     _resolved_impl(facts)
     mc = getattr(comps, "SchedulerMetricsCollector")
     sch.metrics_collector_context = mc.init_new(server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
@@ -684,6 +704,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.ipc_channels = SimpleNamespace(send_to_tokenizer=h.sink_tok, send_to_detokenizer=h.sink_detok,
                                        recv_from_tokenizer=None, recv_from_rpc=None, send_metrics_from_scheduler=None)
     sch.idle_sleeper = None
+    sch.load_snapshot_writer = None  # init_ipc_channels without a rank-zero IPC endpoint
     for k in ("mm_receiver", "disagg_prefill_bootstrap_queue", "disagg_prefill_inflight_queue",
               "disagg_decode_prealloc_queue", "disagg_decode_transfer_queue"):
         setattr(sch, k, None)
@@ -729,7 +750,6 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_load_inquirer()
     sch.init_output_streamer()
     sch.init_batch_result_processor()
-    sch.is_generation = True
     sch.is_initializing = False
 
 
