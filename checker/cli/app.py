@@ -184,6 +184,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.corpus:
         refuse_corpus(args.out)
     writable_dir(args.out, "--out")
+    if getattr(args, "confirm", None):  # `--confirm sglang==V`: checked before the search (upstream/sched/replay.py)
+        from upstream.errors import UpstreamUsageError
+        from upstream.sched.replay import check_confirm
+
+        try:
+            check_confirm(args.confirm)
+        except UpstreamUsageError as e:
+            raise UsageError(str(e)) from None
     keep_hypothesis_in(args.out)
     if args.proof_cache is not None:
         if args.engine not in ("bmc", "induction") or args.no_prove:
@@ -253,8 +261,13 @@ def _write_counterexamples(args: argparse.Namespace, report: Any, warm: Any) -> 
         line = explain(sysm, r.property, r.trace.params, r.trace.states[-1])
         path = counterexample_path(args.out, report.design, r.property, cfg_name)
         r.meta["pool_replay"] = warm.confirm_note(r.trace)  # replayed on the torch pool before it is reported
+        if getattr(args, "confirm", None):  # and on SGLang's own scheduler of each release named
+            from upstream.sched.replay import confirm_note
+
+            r.meta["sglang_replay"] = [confirm_note(r.trace, against) for against in args.confirm]
         itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation",
-                                  "pool_replay": r.meta["pool_replay"]})
+                                  "pool_replay": r.meta["pool_replay"],
+                                  **({"sglang_replay": r.meta["sglang_replay"]} if "sglang_replay" in r.meta else {})})
         publish(path)
         txt = path.with_suffix("").with_suffix(".txt")
         txt.write_text(step_table(r.trace, line) + "\n")
@@ -414,6 +427,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 path = written.get((c.config, r.property))
                 out.append(f"    counterexample: {path} (replayed through the concrete model; pool: "
                            f"{r.meta.get('pool_replay', 'not replayed')})")
+                for note in r.meta.get("sglang_replay", []):
+                    out.append(f"    SGLang: {note}")
                 line = explain(System(CONFIGS[c.config], report.design), r.property, r.trace.params, r.trace.states[-1])
                 out.append("    " + step_table(r.trace, line).replace("\n", "\n    "))
     if report.stopped_early:
@@ -466,6 +481,8 @@ def add_check_parser(sub: Any) -> None:
     pc.add_argument("--engine", default="bmc", help="bmc (default), explicit, random, induction")
     pc.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"run directory for counterexamples, <DIR>/<design>/<config>/<property>.itf.json (default {DEFAULT_OUT}/)")
+    pc.add_argument("--confirm", action="append", default=[], metavar="sglang==VERSION",
+                    help="also replay each counterexample on SGLang's own scheduler of that release (repeatable)")
     pc.add_argument("--corpus", action="store_true", help=argparse.SUPPRESS)  # `kvmc regen --update` writes the corpus
     pc.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     pc.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
