@@ -205,6 +205,15 @@ def cmd_replay_against(args: Any, files: Sequence[str]) -> int:
 
 
 # -- kvmc check --confirm sglang==V ----------------------------------------------------------------------------
+def check_confirm(values: Sequence[str], root: Path | None = None) -> None:
+    """`--confirm` values are checked before the search: a release with an adapter, installed."""
+    root = Path(root) if root is not None else default_dir()
+    for v in values:
+        version = releases.parse_against(v)
+        releases.adapter(version)
+        worker_path(root, version)
+
+
 def confirm_note(trace: Any, against: str, root: Path | None = None) -> str:
     """One phrase for `kvmc check`'s report on a counterexample it just found: reproduced on the
     release (or why not). The trace is written to a temporary file for the worker."""
