@@ -12,11 +12,19 @@ concretely an oracle answers (a replayed trace, a depth-first enumerator, Hypoth
 each choice is a fresh z3 variable `name@t`. `assume(cond)` restricts the choices; a concrete run
 whose choices break an assumption raises `Infeasible` (that branch of the step does not exist).
 
+A reviewer's patch (model/patch.py) may be written in plain Python instead: `if`/`else` on a model
+value, `min`, `max`. Concretely that is just Python. Symbolically `Symbolic.run_plain` runs such a
+function once per path: a truth test of a z3 term made by the patch's own code asks a decision
+(`_Paths.decide`), the run is repeated with each answer under its path condition, and the results
+are merged with `ite` at the decision (the explicit engine enumerates a step's choices the same way).
+
 This module imports z3 lazily, so `model/` stays importable and testable without an engine.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
@@ -244,6 +252,7 @@ class Symbolic(Ops):
         self.checkpoints: list[tuple[str, Any, Any]] = []
         self.ghosts: dict[str, Any] = {}  # checkpoint label -> its ghost value (`ghost`)
         self.name_checkpoints = name_checkpoints
+        self._paths: list[_Paths] = []  # plain-Python calls in progress (`run_plain`), innermost last
 
     # -- constants --------------------------------------------------------------------------
     @staticmethod
@@ -343,25 +352,44 @@ class Symbolic(Ops):
 
     def choose_int(self, name: str, lo: Any, hi: Any) -> Any:
         q = self.qualify(name)
-        if q in self.choices:
-            raise ValueError(f"choice {q!r} made twice in one step; give the second a distinct name")
-        v = self.int_var(self._name(name))
-        self.choices[q] = v
+        v = self._again(q)
+        if v is None:
+            v = self.int_var(self._name(name))
+            self._made(q, v)
         self.assume(self.z3.And(v >= lo, v <= hi))
         return v
 
     def choose_bool(self, name: str) -> Any:
         q = self.qualify(name)
-        if q in self.choices:
-            raise ValueError(f"choice {q!r} made twice in one step; give the second a distinct name")
-        v = self.z3.Bool(self._name(name))
-        self.choices[q] = v
+        v = self._again(q)
+        if v is None:
+            v = self.z3.Bool(self._name(name))
+            self._made(q, v)
         return v
+
+    def _again(self, q: str) -> Any:
+        """The variable of choice `q` when a plain-Python run repeats a choice an earlier run of
+        the same call made (each path asks the same question); None for a new choice."""
+        if q not in self.choices:
+            return None
+        en = self._paths[-1] if self._paths else None
+        if en is not None and q in en.made and q not in en.run_made:
+            en.run_made.add(q)
+            return self.choices[q]
+        raise ValueError(f"choice {q!r} made twice in one step; give the second a distinct name")
+
+    def _made(self, q: str, v: Any) -> None:
+        self.choices[q] = v
+        if self._paths:
+            self._paths[-1].made.add(q)
+            self._paths[-1].run_made.add(q)
 
     def _path_cond(self) -> Any:
         """The conjunction of the path conditions (True at top level), or False on a path that
-        cannot be taken."""
+        cannot be taken. A plain-Python run's decisions so far are part of it."""
         conds = [p for p in self._path if p is not True]
+        for en in self._paths:
+            conds += en.decided
         if any(p is False for p in conds):
             return False
         return True if not conds else conds[0] if len(conds) == 1 else self.z3.And(*conds)
@@ -410,3 +438,160 @@ class Symbolic(Ops):
 
     def is_true(self, c: Any) -> bool:
         return c is True
+
+    # -- plain Python (model/patch.py) ----------------------------------------------------------
+    def is_term(self, v: Any) -> bool:
+        return isinstance(v, self.z3.ExprRef)
+
+    def truth(self, v: Any) -> Any:
+        """The truth of `v` as Python would test it: a z3 Bool as is, a z3 Int as `v != 0`, any
+        other value `bool(v)`."""
+        if isinstance(v, self.z3.ExprRef):
+            return v if self.z3.is_bool(v) else v != 0
+        return bool(v)
+
+    def run_plain(self, fn: Callable[..., Any], files: frozenset[str], args: tuple, kw: dict[str, Any],
+                  max_paths: int = 256, max_decisions: int = 32) -> Any:
+        """`fn(*args, **kw)` where `fn`'s code (in `files`) may test the truth of a model value
+        (`if extend > budget:`): each such test is a decision; the call is run once per sequence
+        of decisions, under the decisions as path condition (assumptions and choices made on a
+        path count only there; a choice made again on another path is the same variable), and the
+        results are merged with `ite` where the paths split. A test repeated on the same term (or
+        its negation) is answered as before without a new split. More than `max_paths` paths, or
+        `max_decisions` on one path (a `while` on a model value), raise `PlainPathError`."""
+        _install_bool_hook(self.z3)
+        en = _Paths(self, files, max_paths, max_decisions)
+        self._paths.append(en)
+        _ACTIVE.stack.append(en)
+        try:
+            out, ghosts = self._explore(en, fn, args, kw, [])
+        finally:
+            _ACTIVE.stack.pop()
+            self._paths.pop()
+        self.ghosts.update(ghosts)
+        return out
+
+    def _explore(self, en: "_Paths", fn: Callable[..., Any], args: tuple, kw: dict[str, Any],
+                 prefix: list[bool]) -> tuple[Any, dict[str, Any]]:
+        g0 = dict(self.ghosts)
+        en.start(prefix)
+        try:
+            out = fn(*args, **kw)
+            en.runs += 1
+            ghosts = {k: v for k, v in self.ghosts.items() if g0.get(k) is not v}
+            return out, ghosts
+        except _Fork as f:
+            fork = f
+        finally:
+            self.ghosts = g0
+            en.decided = []
+        if en.runs >= en.max_paths:
+            raise PlainPathError(fork.line, f"more than {en.max_paths} paths through the tests of model values "
+                                 "(is there a `while`/`for` that tests one?); merge values with x.ite / x.branch / min / max")
+        a, ga = self._explore(en, fn, args, kw, [*prefix, True])
+        b, gb = self._explore(en, fn, args, kw, [*prefix, False])
+        c = fork.cond
+        try:
+            out = self._merge_value(c, a, b)
+            ghosts = {k: self._merge_value(c, ga[k], gb[k]) if k in ga and k in gb else ga.get(k, gb.get(k))
+                      for k in {**ga, **gb}}
+        except Exception as e:  # the two sides of an `if` return values of different shapes
+            raise PlainPathError(fork.line, f"the two sides of this test return values that cannot be merged "
+                                 f"({type(e).__name__}: {e}); return the same kind of value on both") from None
+        return out, ghosts
+
+
+class PlainPathError(Exception):
+    """A plain-Python call that cannot be run as paths (too many, or results that do not merge);
+    `line` is the line of the truth test in the patch file."""
+
+    def __init__(self, line: int, message: str) -> None:
+        self.line = line
+        super().__init__(message)
+
+
+class _Fork(BaseException):
+    """A truth test the current run has no answer for: the run stops, and is repeated with each
+    answer (a BaseException, so a patch's `except Exception` does not swallow it)."""
+
+    def __init__(self, cond: Any, line: int) -> None:
+        self.cond, self.line = cond, line
+
+
+class _Paths:
+    """The decisions of one `run_plain` call: the answers the current run follows (`prefix`), the
+    terms decided so far on it (their ids, so a repeated test is not a new split)."""
+
+    def __init__(self, ops: Symbolic, files: frozenset[str], max_paths: int, max_decisions: int) -> None:
+        self.ops, self.files = ops, files
+        self.max_paths, self.max_decisions = max_paths, max_decisions
+        self.runs = 0
+        self.made: set[str] = set()  # choices made by any run of this call
+        self.start([])
+
+    def start(self, prefix: list[bool]) -> None:
+        self.prefix, self.pos = prefix, 0
+        self.answers: dict[int, bool] = {}
+        self.decided: list[Any] = []  # the path condition of the decisions taken (read by _path_cond)
+        self.run_made: set[str] = set()
+
+    def decide(self, term: Any, line: int) -> bool:
+        z3 = self.ops.z3
+        c = term if z3.is_bool(term) else term != 0
+        neg = False
+        while z3.is_not(c):
+            c, neg = c.arg(0), not neg
+        if z3.is_true(c) or z3.is_false(c):
+            return z3.is_true(c) != neg
+        known = self.answers.get(c.get_id())
+        if known is not None:
+            return known != neg
+        if self.pos >= len(self.prefix):
+            if self.pos >= self.max_decisions:
+                raise PlainPathError(line, f"more than {self.max_decisions} tests of model values on one path "
+                                     "(a `while` on a model value?); bound the loop by a configuration value")
+            raise _Fork(c, line)
+        ans = self.prefix[self.pos]
+        self.pos += 1
+        self.answers[c.get_id()] = ans
+        self.decided.append(c if ans else z3.Not(c))
+        return ans != neg
+
+
+class _Active(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[_Paths] = []
+
+
+_ACTIVE = _Active()
+_ORIGINAL_BOOL: Any = None
+
+
+def _install_bool_hook(z3: Any) -> None:
+    """Give z3 terms a truth value inside a plain-Python call: a test made by code of the patch
+    file asks the call's decision; any other (z3 itself, the model, a dict lookup) behaves as z3
+    defines it. Installed once, on first use."""
+    global _ORIGINAL_BOOL
+    if _ORIGINAL_BOOL is not None:
+        return
+    original = z3.AstRef.__bool__
+
+    def __bool__(self: Any) -> bool:
+        stack = _ACTIVE.stack
+        if stack:
+            frame = sys._getframe(1)
+            fname = frame.f_code.co_filename
+            for en in reversed(stack):
+                if fname in en.files:
+                    return en.decide(self, frame.f_lineno)
+        return original(self)
+
+    _ORIGINAL_BOOL = original
+    z3.AstRef.__bool__ = __bool__
+
+
+def active_ops() -> Symbolic | None:
+    """The symbolic interpretation of the innermost plain-Python call in progress (model/patch.py's
+    helpers merge with it), or None (a concrete run)."""
+    stack = _ACTIVE.stack
+    return stack[-1].ops if stack else None

@@ -9,7 +9,8 @@ The declaration is data: `kvmc list` prints it, the frame check enforces it (in 
 interpretation, after every call, each field not in `modifies` must be unchanged; mypyvy's
 `modifies` and TLA+'s UNCHANGED, made executable), and it is the hook through which a planted bug
 (`model/mutants/`) or a reviewer's patch (`kvmc review --head file.py`) replaces the transition
-for one design without editing the model.
+for one design without editing the model (a patch's frame error names the patch file's line:
+model/patch.py).
 """
 
 from __future__ import annotations
@@ -59,10 +60,16 @@ def transition(models: str, modifies: tuple[str, ...]) -> Callable[[Callable[...
             out = impl(x, s, *args, **kw)
             if x.check_frames and isinstance(s, State):
                 new = out[0] if isinstance(out, tuple) else out
-                if isinstance(new, State):
-                    _check_frame(name, allowed, s, new)
-                elif allowed:
-                    raise TypeError(f"transition {name} declares modifies={sorted(allowed)} but returned no State")
+                try:
+                    if isinstance(new, State):
+                        _check_frame(name, allowed, s, new)
+                    elif allowed:
+                        raise TypeError(f"transition {name} declares modifies={sorted(allowed)} but returned no State")
+                except (FrameViolation, TypeError) as e:
+                    blame = getattr(impl, "frame_error", None)  # a reviewer's patch (model/patch.py): its file and line
+                    if blame is None:
+                        raise
+                    raise blame(e) from None
             return out
 
         run.original = fn  # type: ignore[attr-defined]
