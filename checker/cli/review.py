@@ -27,95 +27,22 @@ Exit status: 0 nothing newly broken, 1 some property newly broken, 2 bad usage o
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import inspect
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 import model.system  # noqa: F401  (registers every transition)
 from model.designs import PRESETS, Design
-from model.transition import REGISTRY
+from model.patch import PatchError, load_patch  # plain-Python patch files, both interpretations
 
 from checker.verdict import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION
-
-
-class PatchError(ValueError):
-    """A transition-override file that cannot be used; the message is `file:line: what`."""
-
-
-# -- transition-override files ----------------------------------------------------------------------
-def _signature_text(fn: Callable[..., Any]) -> str:
-    return "(" + ", ".join(p.name for p in inspect.signature(fn).parameters.values()) + ")"
-
-
-def _same_signature(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
-    pa = list(inspect.signature(a).parameters.values())
-    pb = list(inspect.signature(b).parameters.values())
-    return [(p.name, p.kind) for p in pa] == [(p.name, p.kind) for p in pb]
-
-
-def _assign_line(tree: ast.Module, name: str) -> int:
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return node.lineno
-    return 1
-
-
-def load_patch(path: str | Path) -> tuple[str, Callable[..., Any]]:
-    """Load a transition-override file: a Python module that defines
-
-        REPLACES = "<transition name>"          # one of `kvmc list`'s transitions
-        def replacement(x, s, ...): ...          # the transition's exact parameters
-
-    (the layout of `model/mutants/*.py`; the original is `model.<module>.<name>.original`).
-    Returns (transition name, replacement). Any problem raises `PatchError("file:line: ...")`."""
-    p = Path(path)
-    where = str(path)
-    try:
-        src = p.read_text()
-    except OSError as e:
-        raise PatchError(f"{where}:0: cannot read the transition-override file ({e.strerror or e})") from None
-    try:
-        tree = ast.parse(src, filename=where)
-        code = compile(tree, where, "exec")
-    except SyntaxError as e:
-        raise PatchError(f"{where}:{e.lineno or 0}: syntax error: {e.msg}") from None
-    mod = ModuleType(f"kvmc_patch_{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:10]}")
-    mod.__file__ = str(p.resolve())
-    try:
-        exec(code, mod.__dict__)
-    except Exception as e:  # an error while importing the file: name the line in the file
-        line = 0
-        for fr in traceback.extract_tb(e.__traceback__):
-            if fr.filename == where:
-                line = fr.lineno or 0
-        raise PatchError(f"{where}:{line}: {type(e).__name__} while loading: {e}") from None
-    name = mod.__dict__.get("REPLACES")
-    if not isinstance(name, str):
-        raise PatchError(f'{where}:{_assign_line(tree, "REPLACES")}: missing REPLACES = "<transition>"; '
-                         f"expected one of: {', '.join(sorted(REGISTRY))}")
-    if name not in REGISTRY:
-        raise PatchError(f"{where}:{_assign_line(tree, 'REPLACES')}: unknown transition {name!r} in REPLACES; "
-                         f"expected one of: {', '.join(sorted(REGISTRY))}")
-    fn = mod.__dict__.get("replacement")
-    if not callable(fn):
-        raise PatchError(f"{where}:1: no function `replacement{_signature_text(REGISTRY[name].fn)}` defined")
-    if not _same_signature(fn, REGISTRY[name].fn):
-        line = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1)
-        raise PatchError(f"{where}:{line}: replacement{_signature_text(fn)} does not match transition "
-                         f"{name}{_signature_text(REGISTRY[name].fn)}")
-    return name, fn
 
 
 # -- sides ------------------------------------------------------------------------------------------
