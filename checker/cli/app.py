@@ -51,6 +51,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "sglang": ("upstream.cli", "add_parsers", "install SGLang releases for `kvmc conform` (CPU, no CUDA)"),
     "conform": ("upstream.cli", "add_parsers", "compare the model with SGLang's own objects, release by release"),
     "mutate": ("checker.cli.mutate", "add_parser", "mutation testing: generated mutants of model/, killed or not"),
+    "patch": ("checker.cli.patch", "add_parser", "write (new) or check (check) a design change written in plain Python"),
 }
 
 
