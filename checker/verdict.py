@@ -1,4 +1,5 @@
-"""Verdicts, worded so that none claims more than was checked (CrossHair's rule)."""
+"""Verdicts, worded so that none claims more than was checked (CrossHair's rule), and the exit
+status they (or an error, or an interrupt) give."""
 
 from __future__ import annotations
 
@@ -24,8 +25,12 @@ class Verdict(str, Enum):
         return "unknown"
 
 
-# exit status of `kvmc check`
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+# exit status of every `kvmc` subcommand (documented in checker/cli/app.py and the README):
+# 0 holds / proved; 1 a violation (review: newly broken; replay: diverged); 2 bad usage or input;
+# 3 inconclusive (unknown, timeout, vacuous); 4 internal error (a kvmc bug, traceback in a file);
+# 128 + N killed by signal N after saying what was established (130 SIGINT, 143 SIGTERM)
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
 def exit_code(verdicts: list[Verdict]) -> int:

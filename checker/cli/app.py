@@ -156,11 +156,17 @@ class ProgressPrinter:
         from checker.progress import NOW
 
         snap = NOW.snapshot()
-        q = snap["query_s"]
-        if q is None or q < self.QUERY_AFTER_S or snap["config"] is None:
+        q, ph = snap["query_s"], snap["phase_s"]
+        if snap["config"] is None:
             return
-        text = (f"[{snap['config']}] depth {snap['depth']}: z3 query {snap['queries']} running for {fmt_s(q)} "
-                f"(solver {fmt_s(snap['solver_s'])} on this config), {fmt_s(snap['elapsed_s'])} elapsed")
+        where = f"[{snap['config']}] depth {snap['depth']}: "
+        tail = f"(solver {fmt_s(snap['solver_s'])} on this config), {fmt_s(snap['elapsed_s'])} elapsed"
+        if ph is not None and ph >= self.QUERY_AFTER_S:
+            text = where + f"{snap['phase']} for {fmt_s(ph)} " + tail
+        elif q is not None and q >= self.QUERY_AFTER_S:
+            text = where + f"z3 query {snap['queries']} running for {fmt_s(q)} " + tail
+        else:
+            return
         self.lines.line(text, "query", live=self.tty, **snap)
 
     def heartbeat(self) -> Heartbeat:

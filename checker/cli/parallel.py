@@ -4,24 +4,28 @@ combined report.
 `--all` checks every release preset (with the command's `--without/--with/--mutant` applied to
 each); without it, the one `--design`. Each (design, config) pair is one job (checker/cli/review.py's
 `run_job`: the chosen engine on all selected properties, every property to the end, its own
-counterexamples written as `<out>/<design>/<property>.<config>.itf.json`), run `--jobs` at a time
-(default: the CPU count). Exit status as for `kvmc check` (checker/verdict.py::exit_code).
+counterexamples written as `<out>/<design>/<config>/<property>.itf.json`), run `--jobs` at a time
+(default: the CPU count). Progress on stderr: jobs done / running / queued and an estimate of the
+time left. Exit status as for `kvmc check` (checker/verdict.py::exit_code); interrupted: the jobs
+finished so far, exit 130 / 143.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
-from model.designs import PRESETS
-
+from checker import interrupt
 from checker.verdict import Verdict, exit_code
 
 
 def cmd_check_parallel(args: Any) -> int:
-    from checker.cli.common import build_design, validate_selection
-    from checker.cli.review import Job, Side, run_jobs
+    from model.designs import PRESETS
+
+    from checker.cli.common import JobsProgress, Lines, build_design, timeout_ms, validate_selection, warn
+    from checker.cli.review import Job, Side, render_jobs, run_jobs
 
     designs = list(PRESETS) if args.all else [args.design]
     for d in designs:
@@ -29,10 +33,28 @@ def cmd_check_parallel(args: Any) -> int:
     props, configs = validate_selection(args)
     n = args.jobs or os.cpu_count() or 1
     jobs = [Job(Side("", d, tuple(args.without), tuple(args.with_), tuple(args.mutant)), c, tuple(props), args.depth,
-                args.engine, not args.no_prove, int((args.timeout or 0) * 1000), args.out, not args.no_minimize,
+                args.engine, not args.no_prove, timeout_ms(args.timeout), args.out, not args.no_minimize,
                 without_lemmas=tuple(args.without_lemma))
             for d in designs for c in configs]
-    results = run_jobs(jobs, n)
+    lines = Lines("none" if args.json and args.progress == "text" else args.progress)
+    if args.depth >= 6 and (args.all or not args.config) and lines.enabled:
+        warn(f"kvmc check runs {len(jobs)} (design, config) checks to depth {args.depth}, {min(n, len(jobs))} at a time; "
+             "this takes tens of minutes (--config NAME and --depth N narrow it; Ctrl-C stops it with the checks finished)")
+    interrupt.quiet_z3()
+    tracker = JobsProgress(lines, len(jobs), n, "checks") if lines.enabled else None
+    from checker.cli.common import Heartbeat
+
+    try:
+        with Heartbeat(lambda: tracker.report(live=lines.tty) if tracker else None, 1.0 if lines.tty else 15.0):
+            results = run_jobs(jobs, n, tracker)
+    except interrupt.Interrupted as e:
+        lines.end()
+        done = e.done or []
+        print(render(done, args.depth, args.engine, n,
+                     f"kvmc check interrupted by {e.name}: {len(done)} of {len(jobs)} (design, config) checks finished"))
+        print(f"kvmc: interrupted by {e.name}: {len(done)} of {len(jobs)} checks finished", file=sys.stderr)
+        return e.exit_code
+    lines.end()
     verdicts = [Verdict(r["verdict"]) for res in results for r in res["results"].values()]
     if args.json:
         print(json.dumps({"depth": args.depth, "engine": args.engine, "jobs": n,
@@ -44,21 +66,8 @@ def cmd_check_parallel(args: Any) -> int:
     return exit_code(verdicts)
 
 
-def render(results: list[dict[str, Any]], depth: int, engine: str, n: int) -> str:
-    out = [f"kvmc check: {len(results)} (design, config) checks, engine {engine}, depth {depth}, {n} processes"]
-    design = None
-    for res in results:
-        if res["design"] != design:
-            design = res["design"]
-            out.append(f"design {design}")
-        out.append(f"  config {res['config']}  [{res['seconds']:.1f}s]")
-        for p, d in res["results"].items():
-            line = f"    {p:20s} {d['words']}"
-            if d.get("counterexample"):
-                line += f"  counterexample: {d['counterexample']} (pool: {d.get('pool_replay', 'not replayed')})"
-            elif d.get("cti"):
-                line += f"  counterexample to induction: {d['cti']}"
-            elif d["verdict"] == "unknown" and d.get("reason"):
-                line += f" ({d['reason']})"
-            out.append(line)
-    return "\n".join(out)
+def render(results: list[dict[str, Any]], depth: int, engine: str, n: int, header: str = "") -> str:
+    from checker.cli.review import render_jobs
+
+    return render_jobs([{k: v for k, v in r.items() if k != "side"} for r in results],
+                       header or f"kvmc check: {len(results)} (design, config) checks, engine {engine}, depth {depth}, {n} processes")

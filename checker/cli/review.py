@@ -17,22 +17,29 @@ model itself (`--base-rev/--head-rev`: `model/` and `specs/` of that revision ar
 
 Checks run as (side, config) jobs in parallel processes (`--jobs N`, default: the CPU count);
 each job runs the chosen engine on all selected properties of one config and writes its own
-counterexamples (`<out>/<side>/<design>/<property>.<config>.itf.json`), so nothing but plain data
-crosses a process boundary. Output: `--format text|json|markdown` (markdown is ready to paste into
-a pull-request comment) and `--junit FILE` (one test case per property; newly broken = failure).
+counterexamples (`<out>/<side>/<design>/<config>/<property>.itf.json`, default out kvmc-out/review),
+so nothing but plain data crosses a process boundary. Progress on stderr: jobs done / running /
+queued, the ones running and for how long, an estimate of the time left (`--progress json`: JSON
+lines). Output: `--format text|json|markdown` (markdown is ready to paste into a pull-request
+comment) and `--junit FILE` (one test case per property; newly broken = failure); both paths are
+checked before any work.
 
-Exit status: 0 nothing newly broken, 1 some property newly broken, 2 bad usage or input,
-3 inconclusive (an unknown verdict on the head, and nothing newly broken).
+Exit status: 0 nothing newly broken, 1 some property newly broken, 2 bad usage or input (a patch
+that fails to load or raises while it runs: one `FILE:LINE: ...` line), 3 inconclusive (an
+unknown verdict on the head, and nothing newly broken), 4 internal error, 130/143 interrupted
+(the jobs finished so far are printed; the running ones are stopped, no process is left).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +49,7 @@ import model.system  # noqa: F401  (registers every transition)
 from model.designs import PRESETS, Design
 from model.patch import PatchError, load_patch  # plain-Python patch files, both interpretations
 
+from checker import interrupt
 from checker.verdict import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION
 
 
@@ -105,12 +113,22 @@ def run_job(job: Job) -> dict[str, Any]:
     from specs.configs import CONFIGS
     from specs.lemmas import LEMMAS
 
+    from checker.cli.common import publish
+
     design = job.side.design()
     cfg = CONFIGS[job.config]
     check = engine_check_config(job.engine)
     # LEMMAS, not a helper: a `--base-rev` side imports an older specs/lemmas.py that has only LEMMAS
     extra = {"lemmas": [n for n in LEMMAS if n not in job.without_lemmas]} if job.without_lemmas else {}
-    rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
+    try:
+        rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
+    except Exception as e:
+        where = _patch_frame(e, job.side.patches)
+        if where is None:
+            raise
+        # a reviewer's override raised while the model ran: their error, named by their line (exit 2)
+        raise PatchError(f"{where[0]}:{where[1]}: {type(e).__name__} while checking config {job.config} "
+                         f"({job.side.label or 'design'} side): {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")) from None
     out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
                            "seconds": round(rep.seconds, 2), "results": {}}
     sysm = model.system.System(cfg, design)
@@ -119,11 +137,12 @@ def run_job(job: Job) -> dict[str, Any]:
                              "witness_depth": r.witness_depth, "reason": r.reason or None}
         if r.trace is not None and r.verdict.value == "violated":
             line = explain(sysm, name, r.trace.params, r.trace.states[-1])
-            path = Path(job.out) / job.side.label / design.name / f"{name}.{job.config}.itf.json"
+            path = Path(job.out) / job.side.label / design.name / job.config / f"{name}.itf.json"
             # replayed on the torch pool before it is reported, as `kvmc check` does (principle 3)
             note = f"not replayed: {job.no_replay}" if job.no_replay else confirm_note(r.trace)
             itf.write(path, r.trace, {"verdict": "violated", "violation": line, "expected": "violation",
                                       "review_side": job.side.label, "pool_replay": note})
+            publish(path)
             d["counterexample"] = str(path)
             d["pool_replay"] = note
             d["violation"] = line
@@ -132,13 +151,29 @@ def run_job(job: Job) -> dict[str, Any]:
         if cti is not None:
             from checker.engines.induction import cti_path
 
-            path = cti_path(Path(job.out) / job.side.label, design, name, job.config, many=True)
+            path = cti_path(Path(job.out) / job.side.label, design, name, job.config)
             itf.write(path, cti, {"verdict": "counterexample to induction", "property": name})
+            publish(path)
             d["cti"] = str(path)
         if "bmc_depth" in r.meta:
             d["bmc_depth"] = r.meta["bmc_depth"]
         out["results"][name] = d
     return out
+
+
+def _patch_frame(e: BaseException, patches: tuple[str, ...]) -> tuple[str, int] | None:
+    """(file, line) of the innermost frame of `e`'s traceback in one of the override files."""
+    if not patches:
+        return None
+    files = {str(Path(f).resolve()) for f in patches}
+    hit = None
+    for fr in traceback.extract_tb(e.__traceback__):
+        try:
+            if str(Path(fr.filename).resolve()) in files:
+                hit = (fr.filename, fr.lineno or 0)
+        except OSError:
+            continue
+    return hit
 
 
 def _in_pool_worker() -> None:
@@ -149,28 +184,94 @@ def _in_pool_worker() -> None:
     induction.CASE_WORKERS = 1
 
 
-def _pool_run(jobs: list[Job], n: int) -> list[dict[str, Any]]:
-    if n <= 1 or len(jobs) <= 1:
-        return [run_job(j) for j in jobs]
+def job_label(j: Job) -> str:
+    return f"{j.side.label or j.side.preset}:{j.config}"
+
+
+def _summary(res: dict[str, Any]) -> str:
+    """A finished job in a few words: its violations, else how many properties hold / are proved."""
+    bad = [p for p, d in res["results"].items() if d["verdict"] == "violated"]
+    if bad:
+        return "violated " + ", ".join(bad)
+    counts: dict[str, int] = {}
+    for d in res["results"].values():
+        counts[d["verdict"]] = counts.get(d["verdict"], 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
+
+
+def _pool_run(jobs: list[Job], n: int, progress: Any = None) -> list[dict[str, Any]]:
+    """The jobs' results in order, `n` processes at a time (in this process when n = 1). On an
+    interrupt the jobs finished so far ride on the `Interrupted` (`.done`); no worker is left."""
+    done: dict[int, dict[str, Any]] = {}
+
+    def finished(i: int, res: dict[str, Any]) -> None:
+        done[i] = res
+        if progress is not None:
+            progress.finished(job_label(jobs[i]), _summary(res))
+
+    try:
+        if n <= 1 or len(jobs) <= 1:
+            for i, j in enumerate(jobs):
+                if progress is not None:
+                    progress.started(job_label(j))
+                finished(i, run_job(j))
+        else:
+            _pool_parallel(jobs, n, progress, finished)
+    except BaseException as e:
+        if not interrupt.requested():
+            raise
+        stop = interrupt.stopped(e)
+        stop.done = [done[i] for i in sorted(done)]
+        raise stop from None
+    return [done[i] for i in range(len(jobs))]
+
+
+def _pool_parallel(jobs: list[Job], n: int, progress: Any, finished: Any) -> None:
+    """At most `n` jobs in flight in a process pool (so `running` is exact); a failed job or an
+    interrupt stops the workers at once instead of waiting for the others in `shutdown`."""
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx, initializer=_in_pool_worker) as ex:
-        return list(ex.map(run_job, jobs))
+    ex = ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx, initializer=_in_pool_worker)
+    try:
+        waiting = list(range(len(jobs)))
+        flying: dict[Any, int] = {}
+        while waiting or flying:
+            while waiting and len(flying) < n:
+                i = waiting.pop(0)
+                flying[ex.submit(run_job, jobs[i])] = i
+                if progress is not None:
+                    progress.started(job_label(jobs[i]))
+            ready, _ = wait(list(flying), return_when=FIRST_COMPLETED)
+            for f in ready:
+                finished(flying.pop(f), f.result())
+    except BaseException:
+        for p in list(getattr(ex, "_processes", {}).values()):  # stop the others now, not after their jobs
+            with contextlib.suppress(Exception):
+                p.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
 
 
 _MEMO: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def run_jobs(jobs: list[Job], n: int) -> list[dict[str, Any]]:
+def run_jobs(jobs: list[Job], n: int, progress: Any = None) -> list[dict[str, Any]]:
     """Run (side, config) jobs, `n` at a time; a job already run in this process (same side, config,
-    properties, depth, engine) is not run again (a reversed review reuses both sides)."""
+    properties, depth, engine) is not run again (a reversed review reuses both sides). `progress`:
+    a checker.cli.common.JobsProgress, told when each job starts and ends."""
     def key(j: Job) -> tuple[Any, ...]:
         return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize, j.without_lemmas)
 
     todo = [j for j in jobs if key(j) not in _MEMO]
-    for j, res in zip(todo, _pool_run(todo, n)):
+    try:
+        ran = _pool_run(todo, n, progress)
+    except interrupt.Interrupted as e:  # report the finished ones with their sides, as below
+        e.done = [dict(res, side=j.side.label) for j, res in zip(todo, e.done or [])]
+        raise
+    for j, res in zip(todo, ran):
         _MEMO[key(j)] = res
     out = []
     for j in jobs:
@@ -234,7 +335,12 @@ def _job_from(d: dict[str, Any]) -> Job:
 
 
 def _subprocess_main() -> int:
-    """`python -m checker.cli.review --run-jobs`: JSON jobs on stdin, JSON results on stdout."""
+    """`python -m checker.cli.review --run-jobs`: JSON jobs on stdin, JSON results on stdout. A
+    terminal's Ctrl-C reaches this process too: the parent decides, and ends it (and its pool)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    interrupt.quiet_z3()
     data = json.loads(sys.stdin.read())
     res = _pool_run([_job_from(d) for d in data["jobs"]], int(data["n"]))
     print(json.dumps(res))
@@ -437,8 +543,10 @@ def render_junit(rep: ReviewReport) -> str:
 
 # -- the command -------------------------------------------------------------------------------------
 def review(base: Side, head: Side, props: list[str], configs: list[str], depth: int, engine: str = "bmc",
-           prove: bool = True, timeout_ms: int = 0, out: str = "counterexamples/review", jobs: int | None = None,
-           minimize: bool = True, without_lemmas: tuple[str, ...] = ()) -> ReviewReport:
+           prove: bool = True, timeout_ms: int = 0, out: str = "kvmc-out/review", jobs: int | None = None,
+           minimize: bool = True, without_lemmas: tuple[str, ...] = (), progress: Any = None) -> ReviewReport:
+    """Both sides' jobs and the comparison. `progress`: a checker.cli.common.Lines (jobs progress
+    on stderr); an interrupt raises `Interrupted` with the finished jobs in `.done`."""
     import time
 
     t0 = time.perf_counter()
@@ -454,24 +562,73 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
                         without_lemmas=without_lemmas) for c in configs]
     res: dict[str, list[dict[str, Any]]] = {}
     local = [s for s in (base, head) if s.rev is None]
-    if local:
-        alljobs = [j for s in local for j in mk(s)]
-        done = run_jobs(alljobs, n)
-        for s in local:
-            res[s.label] = [d for d in done if d["side"] == s.label]
-    for s in (base, head):
-        if s.rev is not None:
-            res[s.label] = run_rev_side(s, mk(s), n)
+    tracker = None
+    if progress is not None and progress.enabled:
+        from checker.cli.common import JobsProgress
+
+        tracker = JobsProgress(progress, len(configs) * 2, n, "checks")
+    beat: Any = contextlib.nullcontext()
+    if tracker is not None:
+        from checker.cli.common import Heartbeat
+
+        beat = Heartbeat(lambda: tracker.report(live=progress.tty), 1.0 if progress.tty else 15.0)
+    try:
+        with beat:
+            if local:
+                alljobs = [j for s in local for j in mk(s)]
+                done = run_jobs(alljobs, n, tracker)
+                for s in local:
+                    res[s.label] = [d for d in done if d["side"] == s.label]
+            for s in (base, head):
+                if s.rev is not None:
+                    if tracker is not None:
+                        for j in mk(s):
+                            tracker.started(job_label(j))
+                    res[s.label] = run_rev_side(s, mk(s), n)
+                    if tracker is not None:
+                        for j, r in zip(mk(s), res[s.label]):
+                            tracker.finished(job_label(j), _summary(r))
+    except interrupt.Interrupted as e:
+        e.done = [d for side in res.values() for d in side] + list(e.done or [])
+        raise
     rows = compare(res["base"], res["head"], props)
     return ReviewReport(names["base"], names["head"], props, configs, depth, engine, rows, time.perf_counter() - t0)
 
 
+def render_jobs(results: list[dict[str, Any]], header: str) -> str:
+    """(side or design, config) job results, one line a property (`check --jobs`, an interrupted review)."""
+    out = [header]
+    design = None
+    for res in results:
+        label = f"{res['side']}: {res['design']}" if res.get("side") else res["design"]
+        if label != design:
+            design = label
+            out.append(f"design {label}")
+        out.append(f"  config {res['config']}  [{res['seconds']:.1f}s]")
+        for p, d in res["results"].items():
+            line = f"    {p:20s} {d['words']}"
+            if d.get("counterexample"):
+                line += f"  counterexample: {d['counterexample']} (pool: {d.get('pool_replay', 'not replayed')})"
+            elif d.get("cti"):
+                line += f"  counterexample to induction: {d['cti']}"
+            elif d["verdict"] == "unknown" and d.get("reason"):
+                line += f" ({d['reason']})"
+            out.append(line)
+    return "\n".join(out)
+
+
 def cmd_review(args: Any) -> int:
     """Entry point from checker/cli/app.py (`kvmc review`)."""
-    from checker.cli.common import UsageError, lemma_selection, validate_selection
+    from checker.cli.common import (Lines, UsageError, keep_hypothesis_in, lemma_selection, refuse_corpus, timeout_ms,
+                                    validate_selection, warn, writable_dir, writable_file)
 
     props, configs = validate_selection(args)
     lemma_selection(args)  # validates --without-lemma's names and engine
+    refuse_corpus(args.out)
+    writable_dir(args.out, "--out")  # before any work: an unwritable path fails in milliseconds
+    keep_hypothesis_in(args.out)
+    if args.junit:
+        writable_file(args.junit, "--junit")
     for f in args.base_patch + args.head_patch:
         if not f.endswith(".py"):
             raise UsageError(f"transition-override file {f!r} must be a Python file (.py)")
@@ -488,12 +645,26 @@ def cmd_review(args: Any) -> int:
                 load_patch(f)
             except PatchError as e:
                 raise UsageError(str(e)) from None
+    if not args.config and args.depth >= 6 and args.progress != "none":
+        warn(f"kvmc review checks every config ({len(configs)}) on both sides to depth {args.depth}; this takes tens of "
+             "minutes (--config NAME and --depth N narrow it; progress follows on stderr, Ctrl-C stops it with the "
+             "checks finished so far)")
+    interrupt.quiet_z3()
+    lines = Lines(args.progress)
     try:
         rep = review(base, head, props, configs, args.depth, args.engine, not args.no_prove,
-                     int((args.timeout or 0) * 1000), args.out, args.jobs, not args.no_minimize,
-                     tuple(args.without_lemma))
+                     timeout_ms(args.timeout), args.out, args.jobs, not args.no_minimize,
+                     tuple(args.without_lemma), progress=lines)
     except PatchError as e:
         raise UsageError(str(e)) from None
+    except interrupt.Interrupted as e:
+        lines.end()
+        done = e.done or []
+        print(render_jobs(done, f"kvmc review interrupted by {e.name}: {len(done)} of {2 * len(configs)} "
+                                f"(side, config) checks finished (no comparison is made from a part)"))
+        print(f"kvmc: interrupted by {e.name}: {len(done)} of {2 * len(configs)} checks finished", file=sys.stderr)
+        return e.exit_code
+    lines.end()
     if args.format == "json":
         print(json.dumps(rep.to_json(), indent=1))
     elif args.format == "markdown":
@@ -501,17 +672,22 @@ def cmd_review(args: Any) -> int:
     else:
         print(render_text(rep))
     if args.junit:
+        from checker.cli.common import publish
+
         path = Path(args.junit)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".kvmc-", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w") as fh:
             fh.write(render_junit(rep))
+        publish(tmp)  # mkstemp makes it 0600
         os.replace(tmp, path)
     return rep.exit_code()
 
 
 def add_parser(sub: Any) -> Any:
     """`kvmc review` options (called by checker/cli/app.py::parser)."""
+    from checker.cli.common import add_progress_options, timeout_seconds
+
     pr = sub.add_parser("review", help="compare every property between two designs (or two model revisions)")
     pr.add_argument("--base", default="current", help=f"base preset: {', '.join(PRESETS)} (default current)")
     pr.add_argument("--head", default=None, help="head preset (default: the base preset)")
@@ -536,13 +712,16 @@ def add_parser(sub: Any) -> Any:
     pr.add_argument("--engine", default="bmc", help="bmc (default) or induction")
     pr.add_argument("--no-prove", action="store_true", help="bounded checking only")
     pr.add_argument("--no-minimize", action="store_true")
-    pr.add_argument("--timeout", type=float, default=None, help="seconds per solver query (then: unknown)")
+    pr.add_argument("--timeout", type=timeout_seconds, default=None, metavar="SECONDS",
+                    help="per solver query (then: unknown); at least 0.01")
     pr.add_argument("--without-lemma", action="append", default=[], metavar="LEMMA",
                     help="do not assume this lemma in either side's proofs (try a smaller inductive set)")
     pr.add_argument("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
     pr.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     pr.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
-    pr.add_argument("--out", default="counterexamples/review", help="where counterexamples go")
+    pr.add_argument("--out", default="kvmc-out/review", metavar="DIR",
+                    help="run directory: <DIR>/<side>/<design>/<config>/<property>.itf.json (default kvmc-out/review/)")
+    add_progress_options(pr)
     pr.set_defaults(fn=cmd_review)
     return pr
 

@@ -34,9 +34,11 @@ from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES, Property
 
+from checker import interrupt
 from checker.engines.encode import ModelOracle, Unrolling, eval_params, eval_state
 from checker.engines.results import Result
 from checker.engines.shrink import OBJECTIVE_ORDER, shrink
+from checker.progress import NOW
 from checker.traces.trace import Step, Trace, TraceMismatch, run_concrete
 from checker.verdict import Verdict
 
@@ -88,13 +90,17 @@ class BMC:
         self.use_lemmas = use_lemmas
         self._guard = threading.Lock()
         self._in_check = False
+        self._interrupted = False  # an interrupt_check landed during the current check
 
     def interrupt_check(self) -> bool:
         """Interrupt the run's current goal or witness query, if one is running (from another
         thread). Only a running check is interrupted: z3 cancels whatever call an interrupt lands
-        in, and one that lands in a `push` leaves the context cancelled for every later query."""
+        in, and one that lands in a `push` leaves the context cancelled for every later query.
+        Even so an interrupt sent while `check` is returning lands after it: `_Run.check` then
+        clears the context (`interrupt.clear_z3`) before anything else runs."""
         with self._guard:
             if self._in_check:
+                self._interrupted = True
                 z3.main_ctx().interrupt()
                 return True
         return False
@@ -126,21 +132,31 @@ class BMC:
         self.dropped = run.dropped  # "lemma:name@t"; read by the induction engine's `stop`
         reached, cut_short = max_depth, False
         for t in range(max_depth + 1):
+            NOW.depth = t
             try:
                 unresolved = run.depth(t)
             except _Abandoned:  # depth t unfinished
                 reached = t - 1
                 break
-            if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
-                progress(t, time.perf_counter() - run.t0, {**run.status, "_solver_s": f"{run.solver_time:.1f}"})
-            if not run.open_props:
-                break
-            if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in run.results.values()):
-                reached, cut_short = (t - 1 if unresolved else t), True
-                break
-            if stop is not None and stop(t, dict(run.witness), [p.name for p in run.open_props]):
-                reached = t
-                break
+            except BaseException as e:
+                if not interrupt.requested():
+                    raise
+                raise run.interrupted(e, t, t - 1, f"at depth {t}") from None
+            try:
+                if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
+                    progress(t, time.perf_counter() - run.t0, {**run.status, "_solver_s": f"{run.solver_time:.1f}"})
+                if not run.open_props:
+                    break
+                if stop_on_violation and any(r.verdict is Verdict.VIOLATED for r in run.results.values()):
+                    reached, cut_short = (t - 1 if unresolved else t), True
+                    break
+                if stop is not None and stop(t, dict(run.witness), [p.name for p in run.open_props]):
+                    reached = t
+                    break
+            except BaseException as e:  # depth t is done; the proof attempted after it (`stop`) was interrupted
+                if not interrupt.requested():
+                    raise
+                raise run.interrupted(e, t, t, f"after depth {t}") from None
         return run.verdicts(reached, cut_short)
 
     # -- readable counterexamples -------------------------------------------------------------------
@@ -251,21 +267,47 @@ class _Run:
 
     def check(self) -> Any:
         """One timed query; `_Abandoned` when the run was told to stop (before it, or as the reason
-        it came back unknown)."""
+        it came back unknown); `Interrupted` after a SIGINT/SIGTERM (an interrupted query is
+        never an answer)."""
         if self.abandon is not None and self.abandon():
             raise _Abandoned
+        interrupt.check()
         ts = time.perf_counter()
-        with self.bmc._guard:
-            self.bmc._in_check = True
+        bmc = self.bmc
+        with bmc._guard:
+            bmc._in_check = True
+            bmc._interrupted = False
+        NOW.query_started()
         try:
             r = self.solver.check()
         finally:
-            with self.bmc._guard:
-                self.bmc._in_check = False
+            NOW.query_ended()
+            with bmc._guard:
+                bmc._in_check = False
+                hit = bmc._interrupted
+            if hit:  # the interrupt may have landed after the check: no later push may see it
+                interrupt.clear_z3()
         self.solver_time += time.perf_counter() - ts
+        interrupt.check()
         if r == z3.unknown and self.abandon is not None and self.abandon():
             raise _Abandoned
         return r
+
+    def interrupted(self, e: BaseException, t: int, reached: int, where: str) -> interrupt.Interrupted:
+        """The `Interrupted` for a signal that stopped this run at depth t (`e`: however it surfaced)
+        with what was established attached: the open properties hold to `reached` (the depths
+        finished; none: unknown), the violations found so far stand."""
+        stop = interrupt.stopped(e)
+        if reached >= 0:
+            results = self.verdicts(reached, False)
+        else:
+            results = {p.name: self.results.get(p.name) or Result(p.name, Verdict.UNKNOWN, 0, reason="interrupted before depth 0 was checked")
+                       for p in self.bmc.props}
+        for r in results.values():
+            r.meta["interrupted"] = where
+        stop.results = results
+        stop.where = stop.where or where
+        return stop
 
     def depth(self, t: int) -> list[str]:
         """Unroll to depth t and settle every open goal there; returns the goals left unasked (first-
@@ -305,7 +347,11 @@ class _Run:
         if bmc.seeder is None or bmc.params is not None or t == 0 or self.last_depth_work < SEED_AFTER_WORK:
             return []
         ts = time.perf_counter()
-        seed = bmc.seeder(t, [p.name for p in self.open_props], self.abandon or (lambda: False))
+        NOW.in_phase("seed hunt (random runs of the model)")
+        try:
+            seed = bmc.seeder(t, [p.name for p in self.open_props], self.abandon or (lambda: False))
+        finally:
+            NOW.in_phase(None)
         self.seed_time += time.perf_counter() - ts
         if seed is None or len(seed.picks) != t:
             return []
@@ -410,7 +456,11 @@ class _Run:
         spent = False
         if not n.startswith("lemma:"):
             if bmc.minimize:
-                model, spent = bmc._minimize(self.solver, self.u, model, n, t)
+                NOW.in_phase(f"minimising the counterexample of {n}")
+                try:
+                    model, spent = bmc._minimize(self.solver, self.u, model, n, t)
+                finally:
+                    NOW.in_phase(None)
             try:
                 failing[n] = bmc._trace(self.u, model, t, n)
             except TraceMismatch as e:  # never reported as a counterexample

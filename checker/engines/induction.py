@@ -22,7 +22,7 @@ is a statement about the model, not about SGLang itself.
 
 When the step case fails for a property, the failing state sequence is a counterexample to
 induction (CTI): it satisfies everything assumed but is probably unreachable. It is kept as a
-trace (written as ITF by `write_ctis`, `<out>/<design>/<property>.cti.itf.json`) with the names
+trace (written as ITF by `write_ctis`, `<out>/<design>/<config>/<property>.cti.itf.json`) with the names
 of the invariants that fail after the step and the known lemmas that are false in it (a lemma
 that would exclude it had it been inductive), so a person can add or repair a lemma.
 """
@@ -46,7 +46,9 @@ from specs.lemmas import LEMMAS
 from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
+from checker import interrupt
 from checker.engines import proof_cache
+from checker.progress import NOW
 from checker.engines.cone import Cone, state_symbols
 from checker.engines.bmc import BMC
 from checker.engines.encode import ModelOracle, _freshen, eval_params, eval_state
@@ -451,7 +453,7 @@ class KInduction:
                 if key and self.cache.settled(key):
                     res.cached += 1
                     break  # this exact joint query was unsat before: the active set is k-inductive
-                r = solver.check(*[acts[n] if n in active else z3.Not(acts[n]) for n in acts])
+                r = _timed(lambda: solver.check(*[acts[n] if n in active else z3.Not(acts[n]) for n in acts]))
                 if r == z3.unsat and key:
                     self.cache.record(key)
                 if r == z3.unknown and not split_on_unknown:
@@ -537,7 +539,7 @@ class KInduction:
                 q = z3.Solver()
                 q.set("timeout", ms)
                 q.add(*cone.query(case, i, back=i))
-                r = q.check(*assume)
+                r = _timed(lambda: q.check(*assume))
                 if r != z3.unsat:
                     why = f"{'unknown after ' + str(ms // 1000) + ' s' if r == z3.unknown else 'fails'} at {label}"
                     break
@@ -587,7 +589,7 @@ class KInduction:
             premises = [c for c in active if c != n and c not in derived]
             if self.progress:
                 self.progress(f"is {n} a consequence of the other candidates at one state?")
-            r = solver.check(neg[n], *[on[c] if c in premises else z3.Not(on[c]) for c in on])
+            r = _timed(lambda: solver.check(neg[n], *[on[c] if c in premises else z3.Not(on[c]) for c in on]))
             if r == z3.unsat:  # it rests on the premises in the unsat core alone
                 core = {lit.get_id() for lit in solver.unsat_core()}
                 derived[n] = [c for c in premises if on[c].get_id() in core]
@@ -766,6 +768,16 @@ class KInduction:
         return tr
 
 
+def _timed(check: Callable[[], Any]) -> Any:
+    """A z3 check, recorded for the progress heartbeat (checker/progress.py: the query running and
+    for how long, the solver time)."""
+    NOW.query_started()
+    try:
+        return check()
+    finally:
+        NOW.query_ended()
+
+
 def _key_names(k: int, what: str, active: list[str]) -> tuple[str, str, str]:
     """The names in a proof-cache key (checker/engines/proof_cache.py): k, which query, the active set."""
     return f"k={k}", what, "active=" + ",".join(sorted(active))
@@ -876,7 +888,7 @@ class _CaseQuery:
         self.solver.set("timeout", self.budget(path))
         self.solver.push()
         self.solver.add(z3.Not(self.goals[self.n]), *cases)
-        r = self.solver.check(*self._assumptions())
+        r = _timed(lambda: self.solver.check(*self._assumptions()))
         m = self.solver.model() if r == z3.sat else None
         self.solver.pop()
         if r == z3.unsat and key:
@@ -913,7 +925,7 @@ class _CaseQuery:
             s = z3.Solver()
             s.set("timeout", ms)
             s.add(*q)
-            r = s.check(*self._assumptions())
+            r = _timed(lambda: s.check(*self._assumptions()))
             if r == z3.unsat:
                 return r
         return r if end is not None else z3.sat  # (the sub-step alone giving up says nothing)
@@ -1016,44 +1028,59 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
         # the k's are used up: stop, unless a proved property still waits for its witness
         return t >= K and not any(p in proved and witness.get(p) is None for p in open_props)
 
-    results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
-                      stop=stop, stop_on_violation=not keep_going)
-    for name, r in results.items():
-        r.meta["engine"] = "induction"
-        r.meta["parameters"] = "unbounded"
-        if name in proved and r.verdict is Verdict.HOLDS_TO_DEPTH:
-            r.meta["bmc_depth"] = r.depth
-            r.meta["lemmas"] = lemma_of[name]
-            if name in derived_from:
-                r.meta["derived_from"] = derived_from[name]
-            r.verdict, r.depth = Verdict.PROVED, proved[name]
-        elif name in proved and r.verdict is Verdict.VACUOUS:
-            r.reason = f"step case closes at k={proved[name]}, but no state within depth {r.depth} exercises it"
-        elif r.verdict is Verdict.HOLDS_TO_DEPTH and prove:
-            c = ctis.get(name)
-            tried = [a["k"] for a in attempts]
-            if c is not None:
-                r.meta["cti"] = c["trace"]
-                r.meta["cti_k"] = c["k"]
-                r.meta["cti_failing"] = c["failing"]
-                r.meta["cti_suggest"] = c["suggest"]
-            unk = [a for a in attempts if a["unknown"]]
-            fb = c["trace"].meta.get("first_break", {}).get(name) if c is not None else None
-            r.reason = (f"induction did not close for k in {tried or 'none'}"
-                        + (f" (solver unknown at k={unk[-1]['k']}: {unk[-1]['unknown']})" if unk else "")
-                        + (f"; in its CTI the ledger's {fb}" if fb else "")
-                        + (f"; a lemma excluding its CTI is missing (known lemmas false in it: {', '.join(c['suggest']) or 'none'})"
-                           if c is not None else ""))
-    proof = {"engine": "induction", "k": max([a["k"] for a in attempts], default=0),
-             "closed": bool(props) and all(p in proved for p in props), "proved": dict(proved),
-             "failed": sorted(p for p in props if p not in proved), "attempts": attempts,
-             "cti": {p: c["trace"] for p, c in ctis.items() if p not in proved}} if attempts else {}
-    return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
+    def report(results: dict[str, Any], running_k: int | None) -> Any:
+        """The config's report from the BMC's results and the step cases settled so far (an
+        interrupted check: `running_k`, the step case it was in)."""
+        for name, r in results.items():
+            r.meta["engine"] = "induction"
+            r.meta["parameters"] = "unbounded"
+            if name in proved and r.verdict is Verdict.HOLDS_TO_DEPTH:
+                r.meta["bmc_depth"] = r.depth
+                r.meta["lemmas"] = lemma_of[name]
+                if name in derived_from:
+                    r.meta["derived_from"] = derived_from[name]
+                r.verdict, r.depth = Verdict.PROVED, proved[name]
+            elif name in proved and r.verdict is Verdict.VACUOUS:
+                r.reason = f"step case closes at k={proved[name]}, but no state within depth {r.depth} exercises it"
+            elif r.verdict is Verdict.HOLDS_TO_DEPTH and prove:
+                c = ctis.get(name)
+                tried = [a["k"] for a in attempts]
+                if c is not None:
+                    r.meta["cti"] = c["trace"]
+                    r.meta["cti_k"] = c["k"]
+                    r.meta["cti_failing"] = c["failing"]
+                    r.meta["cti_suggest"] = c["suggest"]
+                unk = [a for a in attempts if a["unknown"]]
+                fb = c["trace"].meta.get("first_break", {}).get(name) if c is not None else None
+                r.reason = (f"induction did not close for k in {tried or 'none'}"
+                            + (f" (solver unknown at k={unk[-1]['k']}: {unk[-1]['unknown']})" if unk else "")
+                            + (f"; in its CTI the ledger's {fb}" if fb else "")
+                            + (f"; a lemma excluding its CTI is missing (known lemmas false in it: {', '.join(c['suggest']) or 'none'})"
+                               if c is not None else ""))
+        proof = {"engine": "induction", "k": max([a["k"] for a in attempts], default=0),
+                 "closed": bool(props) and all(p in proved for p in props), "proved": dict(proved),
+                 "failed": sorted(p for p in props if p not in proved), "attempts": attempts,
+                 "cti": {p: c["trace"] for p, c in ctis.items() if p not in proved}} if attempts else {}
+        if running_k is not None:
+            proof = dict(proof or {"engine": "induction", "k": running_k, "closed": False, "proved": dict(proved),
+                                   "failed": [], "attempts": attempts}, interrupted=f"during the k={running_k} step case")
+        return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
+
+    try:
+        results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
+                          stop=stop, stop_on_violation=not keep_going)
+    except interrupt.Interrupted as e:  # what the base case and the finished step cases established stands
+        running = next_k[0] - 1 if next_k[0] - 1 > max((a["k"] for a in attempts), default=0) else None
+        if running is not None:
+            e.where += f", during the k={running} step case"
+        e.config_report = report(e.results or {}, running)
+        raise
+    return report(results, None)
 
 
-def cti_path(out_dir: str | Path, design: Any, prop: str, config: str, many: bool) -> Path:
-    base = Path(out_dir) / design.name
-    return base / (f"{prop}.{config}.cti.itf.json" if many else f"{prop}.cti.itf.json")
+def cti_path(out_dir: str | Path, design: Any, prop: str, config: str) -> Path:
+    """`<out>/<design>/<config>/<property>.cti.itf.json` (beside the counterexamples' names)."""
+    return Path(out_dir) / design.name / config / f"{prop}.cti.itf.json"
 
 
 def write_ctis(report: Any, out_dir: str | Path) -> dict[tuple[str, str], str]:
@@ -1064,7 +1091,7 @@ def write_ctis(report: Any, out_dir: str | Path) -> dict[tuple[str, str], str]:
     todo = [(c, r) for c in report.configs for r in c.results.values() if r.meta.get("cti") is not None]
     written: dict[tuple[str, str], str] = {}
     for c, r in todo:
-        path = cti_path(out_dir, report.design, r.property, c.config, many=len(todo) > 1)
+        path = cti_path(out_dir, report.design, r.property, c.config)
         tr = r.meta["cti"]
         itf.write(path, tr, {"verdict": "counterexample to induction", "property": r.property,
                              "k": r.meta.get("cti_k"), "failing_after_step": r.meta.get("cti_failing"),

@@ -29,8 +29,10 @@ from specs.lemmas import LEMMAS
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
 
+from checker import interrupt
 from checker.engines.bmc import BMC
 from checker.engines.results import ConfigReport, Report
+from checker.progress import NOW
 from checker.verdict import Verdict
 
 # which config features exercise which fix (to look where a bug can be first)
@@ -134,6 +136,7 @@ class ProofAttempt:
         self.closed = threading.Event()  # set once the answer proves every property
         self.on_close = on_close
         self.tell = tell  # told what each step query of a background attempt is about
+        self.last = ""  # the last thing it told (where an interrupted attempt was)
         self.cancelled = False
         self.t0 = time.perf_counter()
         if BACKGROUND_PROOF and "fork" in mp.get_all_start_methods() and not mp.current_process().daemon:
@@ -163,6 +166,7 @@ class ProofAttempt:
                 if kind == "result":
                     res = msg
                     break
+                self.last = msg
                 if self.tell is not None and not self.cancelled:
                     self.tell(msg)
         except EOFError:
@@ -218,14 +222,18 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
     system = System(cfg, design)
     bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize, seeder=_seeder(system))
     attempt: list[ProofAttempt] = []
+    exercised_at: list[int] = []  # the depth at which every open property first had its witness
 
     def stop_for_proof(t: int, witness: dict[str, int | None], open_props: list[str]) -> bool:
         if attempt:  # started at an earlier depth: stop once it has closed
             res = attempt[0].poll()
             return bool(res and res["closed"] and set(open_props) <= set(res["proved"]))
-        if not prove or not open_props or t < 1 or t >= depth:
+        if not prove or not open_props or t < 1:
             return False
         if any(witness[p] is None for p in open_props):
+            return False
+        exercised_at[:] = exercised_at or [t]
+        if t >= depth:  # no deeper depth for a closed proof to save (the report says so)
             return False
         # the lemmas that held in every BMC depth so far (a lemma the BMC dropped failed from the
         # initial state on: assuming it would be unsound)
@@ -241,6 +249,12 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         results = bmc.run(depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None,
                           stop=stop_for_proof, stop_on_violation=not keep_going,
                           abandon=lambda: bool(attempt) and attempt[0].closed.is_set())
+    except interrupt.Interrupted as e:
+        if attempt:
+            attempt[0].cancel()
+        e.config_report = ConfigReport(cfg.name, e.results or {}, time.perf_counter() - t0,
+                                       _interrupted_proof(attempt, "") if attempt else {})
+        raise
     except BaseException:
         if attempt:
             attempt[0].cancel()
@@ -252,11 +266,21 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
         if not first_error and any(r.verdict is Verdict.HOLDS_TO_DEPTH for r in results.values()):
             # it may still prove them: wait as long again as the BMC took, at least PROOF_GRACE_S
             grace = max(PROOF_GRACE_S, time.perf_counter() - t0)
-            proof = dict(a.poll(wait=True, limit_s=grace) or {}, at_depth=a.at_depth)
+            try:
+                proof = dict(a.poll(wait=True, limit_s=grace) or {}, at_depth=a.at_depth)
+            except interrupt.Interrupted as e:  # the BMC had finished: its verdicts stand, unproved
+                a.cancel()
+                e.where = e.where or f"after depth {bmc_depth(results)}, while the 1-induction attempt ran"
+                e.results = results
+                e.config_report = ConfigReport(cfg.name, results, time.perf_counter() - t0,
+                                               _interrupted_proof(attempt, "after the BMC"))
+                raise
         else:
             a.cancel()  # nothing left that it could prove, or the check ends at its first error
             if a.result is not None and "error" not in a.result:  # it had answered already
                 proof = dict(a.result, at_depth=a.at_depth)
+    else:
+        proof = {"attempted": False, "why": _why_no_proof(results, prove, keep_going, depth, exercised_at)}
     for name in proof.get("proved", []):
         r = results.get(name)
         if r is not None and r.verdict is Verdict.HOLDS_TO_DEPTH:
@@ -266,6 +290,37 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
             if name in (proof.get("derived") or {}):
                 r.meta["derived_from"] = proof["derived"][name]
     return ConfigReport(cfg.name, results, time.perf_counter() - t0, proof)
+
+
+def bmc_depth(results: dict[str, Any]) -> int:
+    return max((r.depth for r in results.values()), default=0)
+
+
+def _interrupted_proof(attempt: list[ProofAttempt], when: str) -> dict[str, Any]:
+    """The proof entry of a config whose check was interrupted while its 1-induction attempt ran."""
+    a = attempt[0]
+    if a.result is not None and "error" not in a.result:  # it had answered before the signal
+        return dict(a.result, at_depth=a.at_depth)
+    return {"k": 1, "closed": False, "interrupted": True, "proved": [], "failed": [], "at_depth": a.at_depth,
+            "seconds": round(time.perf_counter() - a.t0, 2), "last": a.last or None}
+
+
+def _why_no_proof(results: dict[str, Any], prove: bool, keep_going: bool, depth: int, exercised_at: list[int]) -> str:
+    """Why the check made no 1-induction attempt (the report says so next to `holds to depth k`)."""
+    if not prove:
+        return "proofs are off (--no-prove)"
+    holding = [r for r in results.values() if r.verdict is Verdict.HOLDS_TO_DEPTH]
+    if not holding:
+        violated = any(r.verdict is Verdict.VIOLATED for r in results.values())
+        return "nothing left to prove (a property was violated)" if violated else "no property holds to prove"
+    if not keep_going and any(r.verdict is Verdict.VIOLATED for r in results.values()):
+        return "the check stopped at its first violation"
+    if exercised_at and exercised_at[0] >= depth:
+        return (f"every property was first exercised at depth {exercised_at[0]}, the last one checked; the attempt "
+                f"starts after such a depth when a deeper one remains (--depth {exercised_at[0] + 1} or more)")
+    if any(r.verdict is Verdict.VACUOUS or r.witness_depth is None for r in results.values()):
+        return f"not every property was exercised by depth {depth} (the attempt waits for every witness)"
+    return "the BMC ended before it could start"
 
 
 # engine name -> module defining `check_config` with the signature of `check_config` above
@@ -306,7 +361,17 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
     run_one = engine_check_config(engine)
     for name in order_configs(configs, design, baseline):
         extra = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
-        rep = run_one(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize, keep_going, **extra)
+        NOW.config_started(name)
+        try:
+            rep = run_one(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize, keep_going, **extra)
+        except BaseException as e:
+            if not interrupt.requested():
+                raise
+            stop = interrupt.stopped(e)  # the configs finished, and what the engine established of this one
+            stop.report = Report(design, out + ([stop.config_report] if stop.config_report is not None else []), depth,
+                                 time.perf_counter() - t0, False)
+            stop.where = f"{stop.where or 'during the check'} on config {name}"
+            raise stop from None
         out.append(rep)
         if not keep_going and any(r.verdict is Verdict.VIOLATED for r in rep.results.values()):
             stopped = len(out) < len(configs)
@@ -314,9 +379,9 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
     return Report(design, out, depth, time.perf_counter() - t0, stopped)
 
 
-def counterexample_path(out_dir: str | Path, design: Design, prop: str, config: str, many: bool) -> Path:
-    base = Path(out_dir) / design.name
-    return base / (f"{prop}.{config}.itf.json" if many else f"{prop}.itf.json")
+def counterexample_path(out_dir: str | Path, design: Design, prop: str, config: str) -> Path:
+    """`<out>/<design>/<config>/<property>.itf.json`: the same name whatever else the run found."""
+    return Path(out_dir) / design.name / config / f"{prop}.itf.json"
 
 
 def all_property_names() -> list[str]:

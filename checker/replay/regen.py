@@ -1,18 +1,22 @@
-"""Regenerate and pin the checked-in counterexamples (counterexamples/).
+"""`kvmc regen`: check, and on request regenerate, the checked-in counterexamples (counterexamples/,
+the regression corpus). The only command that writes there: `kvmc check` and `kvmc review` write
+under a run directory (kvmc-out/ by default) and refuse an `--out` inside the corpus.
 
-    python -m checker.replay.regen            # check: every trace replays as MANIFEST.json pins it (exit 1 if not)
-    python -m checker.replay.regen --manifest # rewrite MANIFEST.json from the traces on disk (after a review)
-    python -m checker.replay.regen --update   # re-run `kvmc check` for each known bug, then rewrite MANIFEST.json
+    kvmc regen              # check: every trace replays as MANIFEST.json pins it (exit 1 if not)
+    kvmc regen --manifest   # rewrite MANIFEST.json from the traces on disk (after a review)
+    kvmc regen --update     # re-run `kvmc check` for each known bug, then rewrite MANIFEST.json
 
-`--update` re-runs exactly the checks listed in KNOWN_BUGS through `kvmc check ... --out DIR`
-(the traces are only ever written by kvmc check), so a change of the model that changes a verdict
-or a trace length shows up as a diff of the traces and of MANIFEST.json in review.
+(`python -m checker.replay.regen` takes the same options.) `--update` re-runs exactly the checks
+listed in KNOWN_BUGS through `kvmc check ... --out DIR` (the traces are only ever written by kvmc
+check, as `<DIR>/<design>/<config>/<property>.itf.json`), so a change of the model that changes a
+verdict or a trace length shows up as a diff of the traces and of MANIFEST.json in review.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +70,7 @@ def _current_on() -> set[str]:
 
 def build_manifest(directory: Path) -> dict[str, Any]:
     return {
-        "about": "pinned results of `kvmc replay` on every trace here; regenerate with python -m checker.replay.regen --manifest",
+        "about": "pinned results of `kvmc replay` on every trace here; regenerate with kvmc regen --manifest",
         "files": {str(p.relative_to(directory)): entry(p, directory) for p in traces(directory)},
     }
 
@@ -77,6 +81,7 @@ def write_manifest(directory: Path) -> Path:
     data = json.dumps(build_manifest(directory), indent=1, sort_keys=True) + "\n"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(data)
+    os.chmod(tmp, 0o644)
     tmp.replace(path)
     return path
 
@@ -85,7 +90,7 @@ def compare(directory: Path) -> list[str]:
     """Differences between MANIFEST.json and what the traces on disk do now."""
     path = directory / "MANIFEST.json"
     if not path.exists():
-        return [f"{path} is missing; create it with python -m checker.replay.regen --manifest"]
+        return [f"{path} is missing; create it with kvmc regen --manifest"]
     pinned = json.loads(path.read_text()).get("files", {})
     now = build_manifest(directory)["files"]
     out = []
@@ -106,7 +111,7 @@ def update(directory: Path, depth: int | None = None) -> int:
     for fix, config, prop, mutants in KNOWN_BUGS:
         # the README's command (all configs, all properties, first error), so a newcomer running it
         # rewrites the same file
-        argv = ["check", "--without", fix, "--no-progress", "--out", str(directory)]
+        argv = ["check", "--without", fix, "--no-progress", "--out", str(directory), "--corpus"]
         for m in mutants:
             argv += ["--mutant", m]
         if depth:
@@ -119,7 +124,7 @@ def update(directory: Path, depth: int | None = None) -> int:
             print(f"regen: expected a violation (exit 1) from the line above, got exit {code}", file=sys.stderr)
             rc = 1
         design = "current-without-" + fix + "".join("+" + m for m in mutants)
-        if not list((directory / design).glob(f"{prop}*.itf.json")):
+        if not (directory / design / config / f"{prop}.itf.json").exists():
             print(f"regen: expected a counterexample of {prop} on config {config} under {directory / design}",
                   file=sys.stderr)
             rc = 1
@@ -127,24 +132,34 @@ def update(directory: Path, depth: int | None = None) -> int:
     return rc
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m checker.replay.regen", description=__doc__.split("\n\n")[0])
+def add_options(ap: Any) -> None:
+    """The options of `kvmc regen` (checker/cli/app.py) and of `python -m checker.replay.regen`."""
     ap.add_argument("--dir", default=str(DEFAULT_DIR), help="counterexample directory (default counterexamples/)")
     ap.add_argument("--update", action="store_true", help="re-run kvmc check for every known bug, then rewrite the manifest")
     ap.add_argument("--manifest", action="store_true", help="rewrite MANIFEST.json from the traces on disk")
     ap.add_argument("--depth", type=int, default=None, help="--depth passed to kvmc check with --update")
-    a = ap.parse_args(argv)
+
+
+def run(a: Any) -> int:
+    """Check, `--manifest` or `--update` (see the module docstring)."""
     d = Path(a.dir)
     if a.update:
         return update(d, a.depth)
     if a.manifest:
-        print(write_manifest(d))
+        path = write_manifest(d)
+        print(path)
         return 0
     diffs = compare(d)
     for line in diffs:
         print(line)
-    print("manifest matches" if not diffs else f"{len(diffs)} difference(s); if intended: python -m checker.replay.regen --manifest")
+    print("manifest matches" if not diffs else f"{len(diffs)} difference(s); if intended: kvmc regen --manifest")
     return 1 if diffs else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m checker.replay.regen", description=__doc__.split("\n\n")[0])
+    add_options(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":

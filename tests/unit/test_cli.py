@@ -35,7 +35,11 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["check", "--depth", "-3"], "--depth -3", "positive"),
         (["check", "--depth", "ten"], "ten", "int"),
         (["check", "--engine", "magic"], "'magic'", "bmc"),
-        (["check", "--timeout", "0"], "--timeout 0", "positive"),
+        (["check", "--timeout", "0"], "--timeout", "0.01"),
+        (["check", "--timeout", "0.0001"], "--timeout", "0.01"),  # once silently "no limit"
+        (["check", "--timeout", "nan"], "'nan'", "finite"),
+        (["check", "--timeout", "inf"], "'inf'", "finite"),
+        (["review", "--timeout=-inf"], "'-inf'", "finite"),
         (["check", "--frobnicate"], "--frobnicate", "--help"),
         (["frob"], "frob", "--help"),
     ],
