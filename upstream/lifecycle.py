@@ -194,7 +194,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         pool.write((req.req_pool_idx, slice(start, start + k)), out)
         s = ma.alloc(x, s, need)
         committed[r] = start + k
-        req.kv_committed_len = req.kv_allocated_len = start + k
+        real.set_kv_lens(req, start + k, start + k)
         real.set_fill(req, real.prefix_len(req), start + k)
         s = s.req(r, kv_committed_len=start + k, kv_allocated_len=start + k,
                   status=RUNNING if start + k == fill else CHUNKED)
@@ -223,9 +223,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 while state[r] != "done":
                     if not chunk(r, 64, label):
                         return obs
-                req = reqs[r]
-                tree.cache_finished_req(req)
-                pool.free(req)
+                real.release_kv_cache(reqs[r], tree, ps)
                 s = schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
                 state[r] = "finished"
             else:

@@ -206,6 +206,31 @@ def extend_slots(alloc: Any, row: Any, prefix: int, n: int, page_size: int) -> A
     return alloc.alloc_extend(t(prefix), t(prefix), t(prefix + n), t(prefix + n), t(last), n)
 
 
+def set_kv_lens(req: Any, committed: int, allocated: int) -> None:
+    """`kv_committed_len` / `kv_allocated_len` as the release keeps them (from 0.5.18 the allocated
+    length lives in `req.kv`, a `ReqKvInfo` set by the allocation)."""
+    req.kv_committed_len = committed
+    info = getattr(setup()["sb"], "ReqKvInfo", None)
+    if info is not None:
+        if getattr(req, "kv", None) is None:
+            req.kv = info(kv_allocated_len=allocated, swa_evicted_seqlen=0)
+        else:
+            req.kv.kv_allocated_len = allocated
+    else:
+        req.kv_allocated_len = allocated
+
+
+def release_kv_cache(req: Any, tree: Any, page_size: int) -> None:
+    """SGLang's own `mem_cache/common.py::release_kv_cache` (cache_finished_req, the
+    over-allocation, the ReqToTokenPool slot); it reads the page size from the global server args,
+    which a `ServerArgs(model_path="dummy")` leaves unset."""
+    from sglang.srt.mem_cache.common import release_kv_cache as release
+    from sglang.srt.server_args import get_global_server_args
+
+    get_global_server_args().page_size = page_size
+    release(req, tree)
+
+
 def evict(tree: Any, full: int, swa: int) -> None:
     params = setup()["bpc"].EvictParams(num_tokens=full, swa_num_tokens=swa)
     tree.evict(params)

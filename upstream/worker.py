@@ -40,6 +40,18 @@ def _classify(row: Any, sc: Any, design: Any, version: str) -> tuple[str, list, 
     return ("abstraction", diffs, name) if name else ("disagree", diffs, None)
 
 
+def _no_local_constants() -> None:
+    """Hypothesis mines integer constants from every "local" module it sees; here that is all of
+    SGLang (a PYTHONPATH folder, not site-packages): ~13 s per process and per new import wave,
+    for constants irrelevant to the scenarios. Switched off (an internal hook; harmless if gone)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        providers._get_local_constants = lambda: providers._local_constants
+    except Exception:  # noqa: BLE001 (a newer Hypothesis without the hook: just slower)
+        pass
+
+
 def run_row(row: Any, design: Any, version: str, examples: int, seed: int) -> dict[str, Any]:
     from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
@@ -133,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     from .rows import ROWS
 
     real.setup()
+    _no_local_constants()
     import_s = time.time() - t0
     design = preset(a.design).with_mutants(frozenset(a.mutant))
     if a.override:
