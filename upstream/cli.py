@@ -17,9 +17,10 @@ def add_parsers(sub: Any) -> None:
     pi.set_defaults(fn=_lazy("install", "cmd_install"))
 
     pc = sub.add_parser("conform", help="compare the model with SGLang's own objects, release by release")
-    g = pc.add_mutually_exclusive_group(required=True)
+    g = pc.add_mutually_exclusive_group()
     g.add_argument("--sglang", action="append", metavar="VERSION", help="a release (repeatable)")
     g.add_argument("--all", action="store_true", help="every release a preset names")
+    g.add_argument("--from-json", metavar="FILE", help="render an earlier run's --json output instead of running")
     pc.add_argument("--transition", action="append", metavar="NAME", help="a row (repeatable; default all)")
     pc.add_argument("--examples", type=int, default=2000, help="generated scenarios per row (default 2000)")
     pc.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
@@ -32,6 +33,8 @@ def add_parsers(sub: Any) -> None:
     pc.add_argument("--jobs", type=int, default=2, help="releases run in parallel (default 2)")
     pc.add_argument("--json", action="store_true", help="one JSON document on stdout")
     pc.add_argument("--markdown", metavar="FILE", help="also write the agreement table as Markdown")
+    pc.add_argument("--update-doc", metavar="FILE",
+                    help="rewrite FILE's generated section (table, abstractions, disagreements), e.g. docs/conformance.md")
     pc.set_defaults(fn=_lazy("conform", "cmd_conform"))
 
 
