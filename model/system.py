@@ -51,7 +51,9 @@ def params_ok(x: Ctx) -> Any:
     warm_dev = x.sum(x.ite(p.warm_device[a], p.warm_len[a], 0) for a in range(cfg.warm_atoms))
     warm_total = x.sum(p.warm_len[a] for a in range(cfg.warm_atoms))
     cons = [p.full_tokens > 0, p.full_tokens >= warm_dev, p.req_pool_size >= 1, p.max_prefill_tokens >= 1]
-    if cfg.hybrid_swa:
+    if cfg.swa_ring:  # no SWA pool: capacity is request rows (model/allocator.py)
+        cons += [p.sliding_window_size >= 1]
+    elif cfg.hybrid_swa:
         cons += [p.swa_tokens > 0, p.swa_tokens >= warm_dev, p.sliding_window_size >= 1]
     if cfg.chunked_prefill:
         cons.append(p.chunked_prefill_size >= cfg.page_size)
@@ -84,7 +86,7 @@ def init_state(x: Ctx) -> State:
     # a warm atom of length 0 is not in the tree, so it has no host copy either
     whost = [x.and_(p.warm_host[a], p.warm_len[a] > 0) if a < cfg.warm_atoms else False for a in range(K)]
     on_dev = x.sum(x.ite(x.and_(wdev[a], wl[a] > 0), wl[a], 0) for a in range(K))
-    hybrid = cfg.hybrid_swa
+    hybrid = cfg.hybrid_swa and not cfg.swa_ring  # the ring pages no SWA tokens
     return State(
         full_available=p.full_tokens - on_dev,
         swa_available=p.swa_tokens - on_dev if hybrid else 0,

@@ -107,7 +107,7 @@ def to_state(sch: Scheduler) -> State:
     slots = sch.slots
     return State(
         full_available=sch.alloc.full_available_size(),
-        swa_available=sch.alloc.swa_available_size() if hyb else 0,
+        swa_available=sch.alloc.swa_available_size() if (hyb and not cfg.swa_ring) else 0,  # the ring pages no SWA
         req_pool_available=sch.req_pool.available_size(),
         full_evictable_drift=t.full_evictable_size_ - fe,
         full_protected_drift=t.full_protected_size_ - fp,

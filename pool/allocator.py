@@ -233,6 +233,43 @@ class SWAAllocator:
         self.full_to_swa_index_mapping = st[2]
 
 
+class RingSWAAllocator(SWAAllocator):
+    """`SWATokenToKVPoolAllocator` with a per-request SWA ring (v0.5.20+, `swa_req_ring_size`): the
+    ring is owned by the request row, so the allocator pages full-attention KV only, never maps an
+    SWA slot (`full_to_swa_index_mapping` stays 0), `free_swa` is a no-op, and
+    `swa_available_size()` is the free rows times the ring cost (mem_cache/allocator/swa.py)."""
+
+    def __init__(self, full_size: int, page_size: int, device: torch.device, req_pool: "ReqToTokenPool",
+                 ring_cost: int) -> None:
+        super().__init__(full_size, 0, page_size, device)
+        self.req_pool, self.ring_cost = req_pool, ring_cost
+
+    def swa_available_size(self) -> int:
+        return self.req_pool.available_size() * self.ring_cost
+
+    def available_size(self) -> int:
+        return self.full.available_size()
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        return self.full.alloc(n)
+
+    def assign_swa(self, full_idx: torch.Tensor) -> bool:
+        return True
+
+    def alloc_extend(self, prefix_lens: Sequence[int], seq_lens: Sequence[int], last_locs: Sequence[int]) -> torch.Tensor | None:
+        return self.full.alloc_extend(prefix_lens, seq_lens, last_locs)
+
+    def alloc_decode(self, seq_lens: Sequence[int], last_locs: Sequence[int]) -> torch.Tensor | None:
+        return self.full.alloc_decode(seq_lens, last_locs)
+
+    def free_swa(self, idx: torch.Tensor) -> None:
+        return None
+
+    def free(self, idx: torch.Tensor) -> None:
+        if idx.numel():
+            self.full.free(idx)
+
+
 class PlainAllocator(PagedAllocator):
     """A non-hybrid model's allocator, with the SWA allocator's method names so the rest of the
     pool is written once."""

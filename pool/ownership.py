@@ -192,6 +192,7 @@ def check(sch: "Scheduler") -> Ownership:
         m = mapping[_cat(row_swa, torch.int32, dev).to(I64)]
         swa_owners.append(m // ps if ps > 1 else m)
     full = count_owners(full_owners, full_alloc.num_pages, dev, "full pool")
-    swa = count_owners(swa_owners, alloc.swa.num_pages, dev, "SWA pool") if sch.hybrid else None
+    # the per-request SWA ring: no SWA page is ever mapped; its rings are the request rows, checked below
+    swa = count_owners(swa_owners, alloc.swa.num_pages, dev, "SWA pool") if (sch.hybrid and not sch.cfg.swa_ring) else None
     reqs = count_rows(owner_rows, sch.req_pool.free_slots, sch.req_pool.size)
     return Ownership(full, swa, reqs)

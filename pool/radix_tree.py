@@ -289,7 +289,9 @@ class RadixTree:
                     seen_tomb, after_tomb = True, 0
                 else:
                     after_tomb += len(c)
-            if not seen_tomb or after_tomb >= self.W:
+            # a per-request SWA ring (v0.5.20+) is not in the tree: a device tombstone is a valid end
+            ring_end = c.swa_tombstone and getattr(self.alloc, "ring_cost", None) is not None
+            if not seen_tomb or after_tomb >= self.W or ring_end:
                 last, last_pos = c, pos
         self.clock += 1
         for n in path:

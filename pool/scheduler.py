@@ -38,7 +38,7 @@ import torch
 from model.config import Config, Params
 from model.designs import Design
 
-from .allocator import I64, HostPool, PlainAllocator, PoolError, ReqToTokenPool, SWAAllocator
+from .allocator import I64, HostPool, PlainAllocator, PoolError, ReqToTokenPool, RingSWAAllocator, SWAAllocator
 from .choices import Chooser
 from .radix_tree import WARM, LockHandle, Match, RadixTree, TreeNode
 
@@ -146,6 +146,8 @@ class PrefillAdder:
 
     def rem_swa_tokens(self) -> int:
         sch = self.sch
+        if sch.cfg.swa_ring:  # free rows x ring cost; the tree's SWA frees no ring space
+            return sch.alloc.swa_available_size() - self.rem_swa_token_offset
         return sch.alloc.swa_available_size() + sch.tree.swa_evictable_size() - self.rem_swa_token_offset
 
     def swa_gate_on(self) -> bool:
@@ -153,6 +155,8 @@ class PrefillAdder:
 
     def _swa_budget_for_req(self, extend: int, max_new: int, swa_host_hit: int) -> int:
         sch = self.sch
+        if sch.cfg.swa_ring:  # one ring per request
+            return sch.alloc.ring_cost
         ps, W = sch.ps, sch.p.sliding_window_size
         rc = self.rem_chunk_tokens
         capped = min(extend, rc) if rc is not None else extend
@@ -174,10 +178,12 @@ class PrefillAdder:
             return OTHER
         return CONTINUE
 
-    def _update_prefill_budget(self, extend: int, max_new: int) -> None:
+    def _update_prefill_budget(self, extend: int, max_new: int, continuation: bool = False) -> None:
         ps = self.sch.ps
         e = ceil_page(extend, ps)
         swa = self._swa_budget_for_req(e, max_new, 0) if self.swa_gate_on() else 0
+        if continuation and self.sch.cfg.swa_ring:  # the ring was charged at the first admission
+            swa = 0
         self.rem_total_token_offset += e + max_new + ps
         self.cur_rem_token_offset += e + ps
         self.rem_input_tokens -= e
@@ -185,11 +191,32 @@ class PrefillAdder:
         if self.rem_chunk_tokens is not None:
             self.rem_chunk_tokens -= e
 
-    def _token_gates_fail(self, total_tokens: int, swa_budget: int) -> bool:
+    def _token_gates(self, total_tokens: int, swa_budget: int, max_new: int = 0, swa_host: int = 0) -> tuple[bool, int | None]:
+        """(NO_TOKEN, chunk limit): the limit is rem_chunk_tokens, or with the #31681 escape hatch
+        (`swa_chunk_cap`) the SWA chunk cap when the SWA gate fails."""
+        sch = self.sch
         fails = total_tokens >= self.rem_total_tokens()
+        limit = self.rem_chunk_tokens
         if self.swa_gate_on():
-            fails = fails or swa_budget >= self.rem_swa_tokens()
-        return fails
+            rem = self.rem_swa_tokens()
+            swa_fails = swa_budget > rem if sch.cfg.swa_ring else swa_budget >= rem
+            hatch = sch.design.variant("swa_chunk_cap")
+            if hatch is not None and limit is not None and swa_fails:
+                ps = sch.ps
+                reserved = min(max_new, sch.p.sliding_window_size) + ps + (ceil_page(swa_host, ps) if swa_host > 0 else 0)
+                cap = floor_page(max(rem - reserved, 0), ps)
+                size_swa = sch.p.req_pool_size * sch.alloc.ring_cost if sch.cfg.swa_ring else sch.p.swa_tokens
+                opens = cap > 0 and (hatch != "never_fits" or swa_budget >= size_swa)
+                if opens:
+                    swa_fails, limit = False, min(limit, cap)
+            fails = fails or swa_fails
+        return fails, limit
+
+    def _input_gate(self, tokens: int) -> bool:
+        """OTHER when another request would pass max_prefill_tokens; since #25741 only without chunking."""
+        if self.sch.design.on("chunked_input_gate") and self.rem_chunk_tokens is not None:
+            return False
+        return tokens >= self.rem_input_tokens and bool(self.can_run)
 
     # admission
     def add_one_req(self, req: Req, m: Match, fresh: bool, restored: "Restored | None") -> None:
@@ -201,12 +228,13 @@ class PrefillAdder:
         swa_host_raw = 0 if restored else m.swa_host_hit_length
         extend = fill - prefix_len
         max_new = sch.max_new_remaining(req)
-        total_tokens = extend + max_new + ps
+        total_tokens = extend + max_new + (ps if sch.design.on("admission_page_reserve") else 0)  # #22495
         swa_host = swa_host_raw if sch.design.on("swa_hostload_budget") else 0
-        swa_budget = self._swa_budget_for_req(extend, max_new, swa_host) if self.swa_gate_on() else 0
         real_input = ceil_page(extend - host_hit, ps)
-        no_token = self._token_gates_fail(total_tokens, swa_budget)
-        other = real_input >= self.rem_input_tokens and bool(self.can_run)
+        swa_extend = real_input if sch.design.on("swa_gate_fresh_tail") else extend
+        swa_budget = self._swa_budget_for_req(swa_extend, max_new, swa_host) if self.swa_gate_on() else 0
+        no_token, _limit = self._token_gates(total_tokens, swa_budget, max_new, swa_host)
+        other = self._input_gate(real_input)
         if no_token or other:
             self.result = NO_TOKEN if no_token else OTHER
             self.stopped = True
@@ -214,7 +242,7 @@ class PrefillAdder:
         # `with self._lock_node(req.last_node)`: the temporary lock
         last_dev = None if restored else m.last_device_node
         tmp = sch.tree.inc_lock_ref(last_dev)
-        recheck = self._token_gates_fail(total_tokens, swa_budget)
+        recheck, rc = self._token_gates(total_tokens, swa_budget, max_new, swa_host)
         prefix, last_node = prefix_len, last_dev
         prefix_indices = None if restored else m.device_indices
         loaded = False
@@ -228,10 +256,14 @@ class PrefillAdder:
         protected = prefix if loaded else (restored.protected if restored else m.prefix_len)
         ext = fill - prefix
         in_tokens = ceil_page(ext, ps)
-        other2 = in_tokens >= self.rem_input_tokens and bool(self.can_run)
-        rc = self.rem_chunk_tokens
+        other2 = self._input_gate(in_tokens)
         whole = rc is None or in_tokens <= rc
         trunc = 0 if rc is None else floor_page(rc, ps)
+        align = sch.cfg.truncation_align_size
+        if rc is not None and align is not None:  # `--truncation-align-size`
+            trunc = 0 if trunc < align else align * (trunc // align)
+        if rc is not None and sch.design.on("chunk_end_page_align"):
+            trunc = floor_page(trunc + prefix, ps) - prefix  # the chunk ends on a page boundary
         admit = not recheck and not other2 and (whole or trunc > 0)
         if admit:
             if restored:
@@ -266,7 +298,8 @@ class PrefillAdder:
         deferred = False
         if sch.cfg.hybrid_swa and sch.design.on("swa_budget_split"):
             reserve = ps if sch.design.on("chunked_swa_page_reserve") else 0
-            budget = min(budget, self.rem_swa_tokens() - reserve)
+            if not sch.cfg.swa_ring:  # a ring holds no chunk tokens
+                budget = min(budget, self.rem_swa_tokens() - reserve)
             if sch.design.on("chunked_swa_page_reserve"):
                 deferred = budget <= 0  # #23174: leave it for a later pass
         if budget <= 0 and not deferred:
@@ -276,7 +309,7 @@ class PrefillAdder:
         truncated = extend > budget
         ext = min(extend, budget)
         mnt = 0 if truncated else min(sch.p.max_new_tokens[req.rid], sch.cfg.clip_max_new_tokens)
-        self._update_prefill_budget(ext, mnt)
+        self._update_prefill_budget(ext, mnt, continuation=True)
         self.can_run[req.rid] = Admission(ext, prefix, truncated, False)
 
 
@@ -295,21 +328,20 @@ class Scheduler:
         self.mutants = frozenset(design.mutants)
         self.ps = ps = cfg.page_size
         self.hybrid = cfg.hybrid_swa
-        if self.hybrid:
-            self.alloc: Any = SWAAllocator(params.full_tokens, params.swa_tokens, ps, self.device)
+        if cfg.swa_ring:  # the per-request SWA ring counts request rows (v0.5.20+); the row pool comes first
+            self.req_pool = ReqToTokenPool(params.req_pool_size, self._context_len(cfg, params, max_context_len), self.device)
+            ring_cost = ceil_page(params.sliding_window_size, ps)
+            self.alloc: Any = RingSWAAllocator(params.full_tokens, ps, self.device, self.req_pool, ring_cost)
+        elif self.hybrid:
+            self.alloc = SWAAllocator(params.full_tokens, params.swa_tokens, ps, self.device)
         else:
             self.alloc = PlainAllocator(params.full_tokens, ps, self.device, "full")
         warm_total = sum(params.warm_len)
         self.host = HostPool(4 * (params.full_tokens + warm_total) + 64, self.device) if cfg.hicache else None
         self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device,
                               self.mutant, self.next_atom)
-        if max_context_len is None:
-            spec_d = cfg.spec.num_draft_tokens if cfg.spec else 0
-            if cfg.spec is not None and cfg.spec.version == 2:  # the row holds C + 2a (+ a page)
-                spec_d = 2 * self._alloc_len_per_decode(cfg) + ps
-            per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + spec_d + 2 * ps
-            max_context_len = ceil_page(per_turn * (cfg.max_turns + 1) + warm_total + 2 * ps, ps)
-        self.req_pool = ReqToTokenPool(params.req_pool_size, max_context_len, self.device)
+        if not cfg.swa_ring:
+            self.req_pool = ReqToTokenPool(params.req_pool_size, self._context_len(cfg, params, max_context_len), self.device)
         self.warm_total = warm_total
         self.reqs = [Req(r, params.input_len[r]) for r in range(cfg.num_reqs)]
         self.slots = [SessionSlot(r) for r in cfg.streaming_sessions]
@@ -321,6 +353,20 @@ class Scheduler:
         self.busy: BusyCheck | None = None
         self.steps = 0
         self._init_warm()
+
+    @classmethod
+    def _context_len(cls, cfg: Config, params: Params, max_context_len: int | None) -> int:
+        """Row width of `req_to_token` (enough for every turn, the spec over-allocation and pages)."""
+        if max_context_len is not None:
+            return max_context_len
+        ps = cfg.page_size
+        warm_total = sum(params.warm_len)
+        spec_d = cfg.spec.num_draft_tokens if cfg.spec else 0
+        if cfg.spec is not None and cfg.spec.version == 2:  # the row holds C + 2a (+ a page)
+            spec_d = 2 * cls._alloc_len_per_decode(cfg) + ps
+        per_turn = max(params.input_len) + max(params.max_new_tokens) + cfg.turn_tokens[1] + spec_d + 2 * ps
+        max_context_len = ceil_page(per_turn * (cfg.max_turns + 1) + warm_total + 2 * ps, ps)
+        return max_context_len
 
     def mutant(self, name: str) -> bool:
         return name in self.mutants
@@ -393,7 +439,7 @@ class Scheduler:
 
     def can_alloc(self, tokens: int) -> bool:
         ok = tokens <= self.alloc.full_available_size()
-        if self.hybrid:
+        if self.hybrid and not self.cfg.swa_ring:  # the ring pages full-attention KV only
             ok = ok and tokens <= self.alloc.swa_available_size()
         return ok
 
@@ -521,6 +567,11 @@ class Scheduler:
         ext_total = sum(a.extend for _r, a in batch)
         evict_for = ext_total if ps == 1 else ext_total + len(batch) * ps
         self.evict_from_tree_cache(evict_for, ch, "evict")
+        if self.hybrid and not self.cfg.swa_ring and ps > 1 and not self.design.on("swa_extend_exact_pages"):
+            # the v0.5.10 SWA alloc_extend refused unless extend + bs * page fit each pool
+            if evict_for > self.alloc.full_available_size() or evict_for > self.alloc.swa_available_size():
+                self.oom = OOM_PREFILL
+                return False
         # rows first (a fresh request's row gets its matched prefix), then one alloc_extend
         rows: list[int] = []
         for req, a in batch:
@@ -947,7 +998,7 @@ class Scheduler:
             terms.update(swa_available=self.alloc.swa_available_size(), swa_evictable=tree.swa_evictable_size(),
                          swa_protected=tree.swa_protected_size(), swa_session_held=h_s, swa_uncached=u_s,
                          swa_sum=swa_sum, swa_total=self.p.swa_tokens)
-            if variant == "on":
+            if variant == "on" and not cfg.swa_ring:  # the ring: "no token pool to conserve" (v0.5.20)
                 ok = ok and swa_sum == self.p.swa_tokens
         return BusyCheck(True, False, not ok, terms)
 

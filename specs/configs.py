@@ -163,6 +163,29 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (24, 24), "input_len": (1, 4), "max_new_tokens": (1, 4),
                              "max_prefill_tokens": (32, 32)},
         ),
+        Config(
+            name="swa_ring",
+            doc="hybrid SWA with the per-request SWA ring (v0.5.20+, DeepSeek-V4 unified_kv): page_size 2, W 4 (ring cost "
+                "4 per request row), chunked prefill, two requests, one to three rows",
+            num_reqs=2,
+            page_size=2,
+            hybrid_swa=True,
+            swa_ring=True,
+            chunked_prefill=True,
+            private_atoms=3,
+            bounds={
+                "full_tokens": (4, 32),
+                "swa_tokens": (0, 0),
+                "sliding_window_size": (4, 4),
+                "input_len": (1, 12),
+                "max_new_tokens": (1, 4),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (1, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (16, 16), "input_len": (1, 6), "max_new_tokens": (1, 2),
+                             "chunked_prefill_size": (4, 4), "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        ),
     ]
 }
 

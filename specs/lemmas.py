@@ -177,6 +177,8 @@ def typing(x: Ctx, s: State) -> Any:
     hyb, hic = cfg.hybrid_swa, cfg.hicache
     if not hyb:
         c += [s.swa_available == 0, s.swa_evictable_drift == 0, s.swa_protected_drift == 0]
+    elif cfg.swa_ring:  # no SWA sub-allocator pages anything
+        c.append(s.swa_available == 0)
     for a in range(cfg.num_atoms):
         L = s.node_len[a]
         c.append(x.implies(L == 0, x.and_(x.not_(s.node_host[a]), x.not_(s.node_swa_tombstone[a]))))

@@ -55,7 +55,7 @@ def admitted_fit(x: Ctx, s: State, ad: Adder) -> Any:
     _num, den = x.cfg.new_token_ratio
     cnt = radix_cache.counters(x, s)
     c = [ad.rem_total_token_offset >= den * need, s.full_available + cnt.full_evictable >= need]
-    if x.cfg.hybrid_swa:
+    if x.cfg.hybrid_swa and not x.cfg.swa_ring:  # a ring is one per row, counted by the slots below
         c.append(s.swa_available + cnt.swa_evictable >= need)
         if swa_gate_on(x):
             c.append(ad.rem_swa_token_offset >= need)

@@ -87,7 +87,9 @@ def ledger(x: Ctx, s: State, mid: bool = False) -> Ledger:
         ses_s = ses_s + x.ite(own, w, 0)
         n_ses = n_ses + x.ite(own, 1, 0)
     full_ok = s.full_available + tree_f + req_f + ses_f == p.full_tokens
-    swa_ok = (s.swa_available + tree_s + req_s + ses_s == p.swa_tokens) if cfg.hybrid_swa else True
+    # with the per-request SWA ring (config swa_ring) the SWA ledger is the request-row pool's: a
+    # row owns its ring, so `slots_ok` is the SWA conservation; the tree's SWA tokens own no memory
+    swa_ok = (s.swa_available + tree_s + req_s + ses_s == p.swa_tokens) if (cfg.hybrid_swa and not cfg.swa_ring) else True
     slots_ok = s.req_pool_available + n_req + n_ses == p.req_pool_size
     return Ledger(
         s.full_available, tree_f, req_f, ses_f, s.swa_available, tree_s, req_s, ses_s,
