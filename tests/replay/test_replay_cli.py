@@ -117,7 +117,11 @@ def test_mutant_without_pool_counterpart(tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.parametrize("design", ["current", "v0.5.10.post1", "v0.5.12.post1"])
 def test_random_walks_refine(cfg: str, design: str) -> None:
     """Long random runs of the model replay step by step on the pool (every field, every choice,
-    the tree counters and the busy check)."""
+    the tree counters and the busy check). A config the design's release does not ship (EAGLE v1
+    after v0.5.12.post1, spec v2 before v0.5.13, the SWA ring before v0.5.20) is skipped."""
+    why = CONFIGS[cfg].not_modelled_by(PRESETS[design])
+    if why:
+        pytest.skip(why)
     rng = random.Random(f"{cfg}/{design}")
     checked = 0
     for _ in range(8):
