@@ -185,6 +185,27 @@ FIXES: dict[str, Fix] = {
             off="speculative requests are retracted from the back of the batch (allow_policy_sort=False)",
         ),
         Fix(
+            "session_record",
+            37108,
+            "",
+            "v0.5.19",
+            "a streaming session's KV record (ReqKvInfo) is one object: shared (#37108, v0.5.19-0.5.21) the slot takes the "
+            "request's record at the first save and every later turn runs on it; owned_at_alloc (v0.5.22+, PR not "
+            "identified) the slot takes record and tree lock at the first turn's row allocation and the busy check counts "
+            "every record holding a row as session-held, the borrowing turn not as uncached",
+            variants=("owned_at_alloc", "shared"),
+            off="copy-on-save / copy-on-restore (SessionSlot keeps its own copy of the row's numbers, v0.5.11-0.5.18)",
+        ),
+        Fix(
+            "session_rewind_page_floor",
+            0,
+            "",
+            "v0.5.19",
+            "a session restore whose SWA cursor is past the prefix rewinds the prefix to a page boundary (PR not identified; "
+            "try_match_prefix since v0.5.19: free_kv_row_segments splits SWA-dead from SWA-alive at the cursor)",
+            off="the prefix is min(C, |key|) whatever the SWA cursor",
+        ),
+        Fix(
             "swa_req_ring",
             0,
             "",
