@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import networkx as nx
 
@@ -281,6 +281,38 @@ class Explorer:
         tr = Trace(self.system.cfg, self.system.design, params, states[0], steps, prop, "explicit")
         tr.meta["successor_index"] = [e["index"] for e in edges]
         return tr
+
+
+def fair_cycles(g: nx.DiGraph, keep_node: Callable[[int], bool], keep_edge: Callable[[int, int, dict[str, Any]], bool],
+                fairness: Callable[[int, int, dict[str, Any]], list[tuple[bool, bool]]]) -> list[nx.DiGraph]:
+    """The parts of the graph where an infinite fair run can stay (liveness, checker/engines/liveness.py):
+    the strongly connected components of the subgraph of `keep_node` nodes and `keep_edge` edges
+    that hold a cycle (two nodes or more, or a self-loop) and can meet every strong-fairness pair of
+    `fairness(u, v, edge)` (one (enabled, taken) per instance, the same instances on every edge): a
+    component where some edge enables an instance but none takes it loses its enabling edges and is
+    split again (Emerson and Lei's algorithm for Streett conditions). On each component returned, a
+    cycle through one taking edge of every instance any of its edges takes is fair."""
+    sub = g.subgraph([n for n in g.nodes if keep_node(n)])
+    work = [nx.DiGraph(((u, v, e) for u, v, e in sub.edges(data=True) if keep_edge(u, v, e)))]
+    out: list[nx.DiGraph] = []
+    while work:
+        h = work.pop()
+        for comp in nx.strongly_connected_components(h):
+            c = h.subgraph(comp).copy()
+            if len(comp) == 1 and not c.has_edge(next(iter(comp)), next(iter(comp))):
+                continue  # one node without a self-loop: no cycle
+            flags = {(u, v): fairness(u, v, e) for u, v, e in c.edges(data=True)}
+            n_inst = max((len(f) for f in flags.values()), default=0)
+            drop = set()
+            for i in range(n_inst):
+                if not any(f[i][1] for f in flags.values()):  # never taken here: its enabling edges must go
+                    drop |= {uv for uv, f in flags.items() if f[i][0]}
+            if not drop:
+                out.append(c)
+            else:
+                c.remove_edges_from(drop)
+                work.append(c)
+    return out
 
 
 def check_config(design: Design, cfg: Config, props: list[str], depth: int, prove: bool = True,
