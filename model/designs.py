@@ -103,6 +103,65 @@ FIXES: dict[str, Fix] = {
             off="page_margin (<= v0.5.14): E' = floor_page(max(E, pre_len - W - page_size))",
         ),
         Fix(
+            "swa_leaf_window_cap",
+            26919,
+            "",
+            "v0.5.16",
+            "UnifiedRadixCache's SWA component caps a new in-window leaf at T = ceil_page(W): a longer one is split into "
+            "[.., end - T) and [end - T, end), both live, so a lock at the leaf pins one window of SWA "
+            "(_maybe_split_leaf_for_swa_lock; the hybrid-SWA default cache since #30468, v0.5.16)",
+            off="SWARadixCache: the new in-window part is one node (SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT defaults False)",
+        ),
+        Fix(
+            "swa_tombstone_leaf_kept",
+            29351,
+            "",
+            "v0.5.15.post1",
+            "a new leaf entirely below swa_evicted_seqlen is inserted as a Full-only tombstone: its full slots stay "
+            "the tree's (commit_insert_component_data; the unified cache is the hybrid-SWA default from v0.5.16)",
+            off="nothing is inserted and the new part's full slots are freed (SWARadixCache._insert_helper case 3)",
+        ),
+        Fix(
+            "unfinished_swa_release",
+            34653,
+            "",
+            "v0.5.18",
+            "cache_unfinished_req first frees the request's out-of-window SWA (free_swa_out_of_window_slots with "
+            "pre_len = |key| - 1; #27402's hook, default on by #34653) and inserts with that swa_evicted_seqlen "
+            "(#29350): [P, E') becomes a tombstone node; then cache_protected_len := the re-match of the key (variant "
+            "rematch, v0.5.18-v0.5.22) or the inserted path (variant path, v0.5.23, PR not identified)",
+            variants=("rematch", "path"),
+            off="no SWA is released at an unfinished insert (E <= P there); cache_protected_len := the inserted path",
+        ),
+        Fix(
+            "swa_segment_lock",
+            36848,
+            "",
+            "v0.5.20",
+            "the SWA lock walk counts every node's length toward the window, tombstones included, and locks each "
+            "(acquire_component_lock); only nodes with SWA KV move from evictable to protected",
+            off="the walk skips tombstones (skip_lock_node_ids): only live SWA tokens count toward the window",
+        ),
+        Fix(
+            "busy_check_chunked_req",
+            37502,
+            "",
+            "v0.5.20",
+            "the busy check's uncached term also counts the chunked request (scheduler.chunked_req, de-duplicated by "
+            "identity), also when it is parked outside every batch",
+            off="only requests of last_batch and running_batch are counted",
+        ),
+        Fix(
+            "prompt_boundary_split",
+            0,
+            "",
+            "v0.5.20",
+            "plain RadixCache.cache_finished_req re-inserts the key cut at floor_page(|input|) (topology only), so "
+            "the output is its own leaf (PR not identified; first seen in v0.5.20's radix_cache.py; FULL-only "
+            "unified caches from v0.5.21)",
+            off="the finished request's insert leaves prompt and output in one node when it creates both",
+        ),
+        Fix(
             "swa_window_headroom",
             32379,
             "69a3c54c7023",

@@ -8,12 +8,14 @@ invariant_checker.py + pool_stats_observer.py (since #25624); sglang @ d55f1c28,
 At the end of an iteration that ran a batch, for each pool X:
     avail_X + evictable_X + protected_X + session_held_X + uncached_X == total_X
 with uncached over requests of last_batch and (if a different object) running_batch that still
-hold KV: U_F += ceil(A) - P, U_S += ceil(A) - max(P, E); and session-held over slots holding KV:
+hold KV (and, with `busy_check_chunked_req`, #37502 v0.5.20, the chunked request wherever it is):
+U_F += ceil(A) - P, U_S += ceil(A) - max(P, E); and session-held over slots holding KV:
 H_F += ceil(A_s) - P_s, H_S += ceil(A_s) - max(P_s, E_s), filtered per the `session_active` fix.
 
 Design flags: `swa_busy_check` (#21499; off = the released v0.5.10.post1 check, which calls
 `evictable_size()` on SWARadixCache and raises NotImplementedError; `full_pool_only` = main between
-#22562 and #21499), `session_active` (#22213 / #22753), `spec_topk_busy_check` (#27228).
+#22562 and #21499), `session_active` (#22213 / #22753), `spec_topk_busy_check` (#27228),
+`busy_check_chunked_req` (#37502).
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
     if cfg.spec is not None and cfg.spec.topk > 1 and not x.on("spec_topk_busy_check"):
         ran = False  # "speculative_eagle_topk > 1: skip the busy check" (warning, return)
     crashed = x.and_(ran, True) if (cfg.hybrid_swa and x.variant("swa_busy_check") is None) else False
-    counted = [x.and_(in_batches(x, s, r), holds_kv(x, s, r)) for r in range(R)]
+    if x.on("busy_check_chunked_req"):  # _get_total_uncached_sizes adds scheduler.chunked_req (0.5.20:...invariant_checker.py:270-310)
+        counted = [x.and_(x.or_(in_batches(x, s, r), s.status[r] == CHUNKED), holds_kv(x, s, r)) for r in range(R)]
+    else:
+        counted = [x.and_(in_batches(x, s, r), holds_kv(x, s, r)) for r in range(R)]
     U_F: Any = 0
     U_S: Any = 0
     for r in range(R):

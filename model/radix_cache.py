@@ -103,8 +103,10 @@ def lock_refs(x: Ctx, s: State) -> tuple[list[Any], list[Any]]:
     full = [x.sum(x.ite(x.and_(act, _under(x, n, a), s.node_len[a] > 0), 1, 0) for act, n, _t in ls) for a in range(K)]
     if not x.cfg.hybrid_swa:
         return full, [0] * K
+    seg = x.on("swa_segment_lock")  # since v0.5.20 a tombstone on the walk is locked too
     swa = [
-        x.sum(x.ite(x.and_(act, _under(x, n, a), _at_or_below(x, t, a), s.node_len[a] > 0, x.not_(s.node_swa_tombstone[a])), 1, 0)
+        x.sum(x.ite(x.and_(act, _under(x, n, a), _at_or_below(x, t, a), s.node_len[a] > 0,
+                           True if seg else x.not_(s.node_swa_tombstone[a])), 1, 0)
               for act, n, t in ls)
         for a in range(K)
     ]
@@ -175,22 +177,38 @@ def swa_release_bounds(x: Ctx, s: State, r: int, pre_len: Any) -> tuple[Any, Any
     return E, x.max(E, x.floor_page(pre_len - keep))
 
 
+@transition("mem_cache/common.py::free_swa_out_of_window_slots", modifies=("swa_evicted_seqlen", "swa_available"))
+def free_swa_out_of_window_slots(x: Ctx, s: State, r: int, pre_len: Any) -> State:
+    """Release request r's SWA slots that slid out of the window: [E, E') of `swa_release_bounds`,
+    E := E'. Decode's `_evict_swa` and (with `unfinished_swa_release`) `cache_unfinished_req`."""
+    E, target = swa_release_bounds(x, s, r, pre_len)
+    s = allocator.free_swa(x, s, target - E)
+    return s.req(r, swa_evicted_seqlen=target)
+
+
 @transition("mem_cache/swa_radix_cache.py::SWARadixCache.inc_lock_ref", modifies=DRIFT_FIELDS)
 def inc_lock_ref(x: Ctx, s: State, node: Any) -> tuple[State, Any]:
     """Lock `node`..root (full) and the nearest >= W SWA tokens; returns swa_uuid_for_lock's node.
 
-    The caller records the lock (the request's `last_node` / `swa_uuid_for_lock`); lock refs and
-    the evictable/protected counters follow from the lockers (module docstring)."""
+    The walk goes up from `node` while fewer than W tokens are covered. Before `swa_segment_lock`
+    (<= v0.5.19; UnifiedRadixCache's `skip_lock_node_ids`) a tombstone is skipped and only live SWA
+    tokens count; with it (#36848, v0.5.20, `acquire_component_lock`) every node's length counts,
+    tombstones included, and each is locked (a tombstone holds no SWA, so the counters see only
+    the live nodes of the segment either way). The caller records the lock (the request's
+    `last_node` / `swa_uuid_for_lock`); lock refs and the evictable/protected counters follow
+    from the lockers (module docstring)."""
     if not x.cfg.hybrid_swa or x.cfg.num_atoms == 0:
         return s, ROOT
     K = x.cfg.num_atoms
     W = x.p.sliding_window_size
+    seg = x.on("swa_segment_lock")
     on = [x.and_(_under(x, node, a), s.node_len[a] > 0) for a in range(K)]
-    swa_len = [x.ite(x.and_(on[a], x.not_(s.node_swa_tombstone[a])), s.node_len[a], 0) for a in range(K)]
+    counts = [x.and_(on[a], True if seg else x.not_(s.node_swa_tombstone[a])) for a in range(K)]
+    covered = [x.ite(counts[a], s.node_len[a], 0) for a in range(K)]
     top: Any = ROOT
     for a in range(K):
-        before = x.sum(swa_len[b] for b in x.shape.descendants[a])  # SWA tokens locked below a on the walk
-        reaches = x.and_(on[a], x.not_(s.node_swa_tombstone[a]), before < W, before + s.node_len[a] >= W)
+        before = x.sum(covered[b] for b in x.shape.descendants[a])  # tokens counted below a on the walk
+        reaches = x.and_(counts[a], before < W, before + s.node_len[a] >= W)
         top = x.ite(reaches, a, top)
     return s, top
 
@@ -479,9 +497,10 @@ def _remap_locks(x: Ctx, s: State, lock_node: Any, uuid_node: Any, reqs: Sequenc
     "mem_cache/swa_radix_cache.py::SWARadixCache._split_node",
     modifies=("node_len", "node_device", "node_host", "node_swa_tombstone", "last_node", "swa_lock_top", *SPLIT_REMAPS),
 )
-def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
+def split_node(x: Ctx, s: State, r: int, end: Any, only: Any = None) -> State:
     """Split the node on r's path that [0, end) ends inside, if there is one (SGLang splits it
-    when the insert's key ends there; `_split_node`).
+    when the insert's key ends there; `_split_node`). `only(a, st, L)`, if given, is a further
+    condition on that node (atom a, start st, length L) for the split to happen.
 
     The head [st, end) keeps the atom and the node's flags, lock counts and `swa_uuid`; the tail
     [end, en) is the original node object, so a lock held on the node now holds the tail, one atom
@@ -496,7 +515,7 @@ def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
     starts: dict[int, Any] = {}
     for a in x.shape.path[r]:
         L = s0.node_len[a]
-        here[a] = x.and_(L > 0, x.not_(past), pos < end, pos + L > end)
+        here[a] = x.and_(L > 0, x.not_(past), pos < end, pos + L > end, True if only is None else only(a, pos, L))
         starts[a] = pos
         past = x.or_(past, x.and_(L > 0, pos + L > end))
         pos = pos + L
@@ -517,7 +536,7 @@ def split_node(x: Ctx, s: State, r: int, end: Any) -> State:
 
 
 @transition(
-    "mem_cache/swa_radix_cache.py::SWARadixCache.insert",
+    "mem_cache/swa_radix_cache.py::SWARadixCache.insert | unified_cache/components/swa_component.py (insert hooks)",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
         "last_node", "swa_lock_top", *SPLIT_REMAPS,
@@ -528,12 +547,24 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
 
     Existing nodes in the request's range are duplicates: the request's copy is freed, except a
     tombstone (or a host-only node) whose SWA the request still holds, which is revived with the
-    request's slots. The new part becomes a tombstone node [.., E) and a normal node [E, end); if
-    it is all below E nothing is inserted and it is freed. Returns (state, last node, end of the
-    part now the tree's: all of [0, end), since a node straddling `end` is split first)."""
+    request's slots; one that straddles E (= max(prev, swa_evicted_seqlen)) is first split at E
+    and only its tail [E, en) is revived (`update_component_on_insert_overlap` branch 2 /
+    `recover_after_unevict`; `SWARadixCache._insert_helper` likewise). The new part becomes a
+    tombstone node [.., E) and a normal node [E, end); if it is all below E it is freed (or, with
+    `swa_tombstone_leaf_kept`, kept as a Full-only tombstone leaf); with `swa_leaf_window_cap` a
+    normal node longer than T = ceil_page(W) is split at end - T. Returns (state, last node, end
+    of the part now the tree's: all of [0, end), since a node straddling `end` is split first)."""
     hybrid = x.cfg.hybrid_swa
-    E = x.max(prev_prefix_len, swa_evicted_seqlen) if (hybrid and swa_evicted_seqlen is not None) else prev_prefix_len
+    has_E = hybrid and swa_evicted_seqlen is not None
+    E = x.max(prev_prefix_len, swa_evicted_seqlen) if has_E else prev_prefix_len
     s = split_node(x, s, r, end)  # after it no node on the path straddles `end`
+    if has_E:
+        # a tombstone / host-only node of the request's own range straddling E: its tail is revived
+        def partly_in_window(a: int, st: Any, L: Any) -> Any:
+            revivable = x.or_(s.node_swa_tombstone[a], x.not_(s.node_device[a]))
+            return x.and_(st >= prev_prefix_len, st + L <= end, revivable)
+
+        s = split_node(x, s, r, E, partly_in_window)
     pos: Any = 0
     last: Any = ROOT
     free_full: Any = 0
@@ -563,15 +594,27 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
         pos = x.ite(covered, en, pos)
     start = pos  # where new nodes begin
     new_len = x.clamp0(end - start)
-    if hybrid and swa_evicted_seqlen is not None:
+    if has_E:
         tomb_len = x.min(x.clamp0(x.min(E, end) - start), new_len)
     else:
         tomb_len = 0
     norm_len = new_len - tomb_len
-    nothing = x.and_(tomb_len > 0, norm_len == 0)  # all out of window: freed, not inserted
+    if hybrid and x.on("swa_tombstone_leaf_kept"):
+        nothing: Any = False  # #29351: the all-out-of-window leaf stays, Full only
+        create_tomb = tomb_len > 0
+    else:
+        nothing = x.and_(tomb_len > 0, norm_len == 0)  # all out of window: freed, not inserted
+        create_tomb = x.and_(tomb_len > 0, norm_len > 0)
     free_full = free_full + x.ite(nothing, tomb_len, 0)
-    create_tomb = x.and_(tomb_len > 0, norm_len > 0)
     create_norm = norm_len > 0
+    if hybrid and x.on("swa_leaf_window_cap"):
+        cap = x.ceil_page(x.p.sliding_window_size)  # #26919: one page-aligned window
+        capped = x.and_(create_norm, norm_len > cap)
+        head_len, tail_len = x.ite(capped, norm_len - cap, norm_len), cap
+    else:
+        capped, head_len, tail_len = False, norm_len, 0
+    # the new nodes, root side first: (created, length, SWA tombstone)
+    segs = [(create_tomb, tomb_len, True), (create_norm, head_len, False), (capped, tail_len, False)]
     chain = x.shape.private[r]
     m = len(chain)
     backup = x.choose_bool(f"{site}.write_backup") if x.cfg.hicache else False
@@ -580,35 +623,54 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
         # write-through keeps "on host => parent on host": since #25065 `write_backup` first backs up
         # the node's unbacked ancestors (UnifiedRadixCache.write_backup, "parent must be backuped
         # first"). Every existing node on the request's path is an ancestor of the new ones.
-        backs_up = x.and_(backup, create_norm)
+        backs_up = x.and_(backup, x.or_(create_norm, create_tomb))
         for a in x.shape.path[r]:
             s = s.node(a, node_host=x.or_(s.node_host[a], x.and_(backs_up, s0.node_len[a] > 0)))
-    placed_t: Any = False
-    placed_n: Any = False
+    free = [_first_free_private(x, s0, r, k) for k in range(m)]
+    placed = [False] * len(segs)
     for k, a in enumerate(chain):
-        here_t = x.and_(create_tomb, _first_free_private(x, s0, r, k))
-        here_n = x.and_(
-            create_norm,
-            x.or_(
-                x.and_(x.not_(create_tomb), _first_free_private(x, s0, r, k)),
-                x.and_(create_tomb, _first_free_private(x, s0, r, k - 1)) if k > 0 else False,
-            ),
-        )
-        placed_t = x.or_(placed_t, here_t)
-        placed_n = x.or_(placed_n, here_n)
-        s = s.node(
-            a,
-            node_len=x.ite(here_t, tomb_len, x.ite(here_n, norm_len, s.node_len[a])),
-            node_device=x.or_(s.node_device[a], here_t, here_n),
-            node_host=x.ite(x.or_(here_t, here_n), backup, s.node_host[a]),
-            node_swa_tombstone=x.ite(here_t, True, x.ite(here_n, False, s.node_swa_tombstone[a])),
-        )
-        last = x.ite(here_n, a, last)
+        for i, (made, L, is_tomb) in enumerate(segs):
+            if made is False:
+                continue
+            # segment i lands j atoms after the first free one, j = how many segments before it are made
+            at = []
+            for j in range(i + 1):
+                if k - j < 0:
+                    continue
+                before = [segs[q][0] for q in range(i)]
+                exactly_j = _exactly(x, before, j)
+                if exactly_j is not False:
+                    at.append(x.and_(exactly_j, free[k - j]))
+            here = x.and_(made, x.or_(*at)) if at else False
+            if here is False:
+                continue
+            placed[i] = x.or_(placed[i], here)
+            s = s.node(
+                a,
+                node_len=x.ite(here, L, s.node_len[a]),
+                node_device=x.or_(s.node_device[a], here),
+                node_host=x.ite(here, backup, s.node_host[a]),
+                node_swa_tombstone=x.ite(here, is_tomb, s.node_swa_tombstone[a]),
+            )
+            last = x.ite(here, a, last)  # the deepest new node is the insert's target node
     # the bounded chain must have room (config.private_atoms bounds the nodes a request creates)
-    x.assume(x.implies(create_tomb, placed_t), f"request {r} inserted more nodes than private_atoms={m}")
-    x.assume(x.implies(create_norm, placed_n), f"request {r} inserted more nodes than private_atoms={m}")
+    for i, (made, _L, _t) in enumerate(segs):
+        if made is not False:
+            x.assume(x.implies(made, placed[i]), f"request {r} inserted more nodes than private_atoms={m}")
     s = allocator.free(x, s, free_full, free_swa)
     return s, last, end
+
+
+def _exactly(x: Ctx, conds: list[Any], j: int) -> Any:
+    """Exactly j of `conds` hold (a handful of conditions: enumerated)."""
+    import itertools
+
+    out = []
+    for picked in itertools.combinations(range(len(conds)), j):
+        if any(conds[i] is False for i in picked):
+            continue
+        out.append(x.and_(*[conds[i] if i in picked else x.not_(conds[i]) for i in range(len(conds))]))
+    return x.or_(*out) if out else False
 
 
 def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:
@@ -624,18 +686,38 @@ def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:
 
 
 @transition(
-    "mem_cache/swa_radix_cache.py::SWARadixCache.cache_unfinished_req",
+    "mem_cache/swa_radix_cache.py::SWARadixCache.cache_unfinished_req | unified_radix_cache.py::UnifiedRadixCache.cache_unfinished_req",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
-        "cache_protected_len", "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS,
+        "cache_protected_len", "swa_evicted_seqlen", "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS,
     ),
 )
 def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
     """Insert the computed, page-aligned part of request r into the tree (after a non-final chunk
     or a finished prefill), free its duplicates, and move its lock to the new last node;
-    `cache_protected_len` becomes the tree part. No `swa_evicted_seqlen` is passed."""
-    end = x.floor_page(s.kv_committed_len[r])
-    s, last, owned = insert(x, s, r, s.cache_protected_len[r], end, None, site)
+    `cache_protected_len` becomes the tree part.
+
+    Off `unfinished_swa_release`, no SWA is released here (E <= P at every unfinished insert in
+    kvmc's states, so passing E, as v0.5.15.post1-v0.5.17 do, changes nothing). With it
+    (v0.5.18+: `SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS` defaults on, #34653) the
+    request first releases its out-of-window SWA with pre_len = |key| - 1 = C - 1 and inserts with
+    that E: [P, E') becomes a tombstone node. Then `rematch` (v0.5.18-v0.5.22,
+    `0.5.18:mem_cache/unified_radix_cache.py:820-859`) sets P and the lock from a match of the
+    inserted key, which the SWA validator can end short of it (a live tail of fewer than W tokens
+    after a tombstone): SGLang asserts only old P <= new P; kvmc takes the match as SGLang does
+    (old P above it would be SGLang's AssertionError, which kvmc reports as the broken ledger it
+    leaves). `path` (v0.5.23, `checkpoint_into_tree`) keeps the inserted path."""
+    v = x.variant("unfinished_swa_release") if x.cfg.hybrid_swa else None
+    C = s.kv_committed_len[r]
+    end = x.floor_page(C)
+    E = None
+    if v is not None:
+        s = free_swa_out_of_window_slots(x, s, r, C - 1)
+        E = s.swa_evicted_seqlen[r]
+    s, last, owned = insert(x, s, r, s.cache_protected_len[r], end, E, site)
+    if v == "rematch":
+        m = match_prefix(x, s, r, end)
+        last, owned = m.last_device_node, m.prefix_len
     s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
     s, top = inc_lock_ref(x, s, last)
     return s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
@@ -650,13 +732,18 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
 )
 def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> State:
     """Finish (or, with is_insert=False, retract) request r: insert [P, floor(C)) with its
-    swa_evicted_seqlen (or free it), free the unaligned tail [floor(C), C) as a whole page, unlock."""
+    swa_evicted_seqlen (or free it), free the unaligned tail [floor(C), C) as a whole page, unlock.
+    With `prompt_boundary_split` (plain radix cache, v0.5.20) the key cut at floor(|input|) is
+    inserted again, which only splits the node the prompt ends inside (no frees)."""
     C, P = s.kv_committed_len[r], s.cache_protected_len[r]
     E = s.swa_evicted_seqlen[r] if x.cfg.hybrid_swa else 0
     held_from = x.max(P, E)  # the request's SWA slots start here
     end = x.floor_page(C)
     if is_insert:
         s, _last, owned = insert(x, s, r, P, end, E if x.cfg.hybrid_swa else None, site)
+        if not x.cfg.hybrid_swa and x.on("prompt_boundary_split"):
+            pk = x.floor_page(s.origin_input_len[r])
+            s = split_node(x, s, r, pk, lambda a, st, L: pk < end)
     else:
         owned = P
     rest_full = end - owned + x.ceil_page(C) - end  # not taken by the tree, plus the tail page

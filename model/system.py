@@ -233,7 +233,7 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
     modifies=(
         "status", "output_len", "in_last_batch", "last_batch", "node_len", "node_device", "node_host",
         "node_swa_tombstone", "full_available", "swa_available", "req_pool_available",
-        "cache_protected_len", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
+        "cache_protected_len", "swa_evicted_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node",
         "slot_swa_lock_top", "slot_is_active", "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
 )

@@ -114,6 +114,10 @@ class RadixTree:
         self.clock = 0
         self.handles: list[LockHandle] = []  # live locks: a split adds its head to the ones holding the node
         self.next_atom = next_atom  # the model's chain order: a split renumbers the atoms below it
+        # design flags of the unified cache (set by the scheduler from its Design; model/designs.py)
+        self.segment_lock = False  # swa_segment_lock (#36848): the SWA walk counts and locks tombstones
+        self.leaf_window_cap = False  # swa_leaf_window_cap (#26919): a new live leaf is at most ceil_page(W)
+        self.tombstone_leaf_kept = False  # swa_tombstone_leaf_kept (#29351): an all-out-of-window leaf stays
 
     # -- counters -------------------------------------------------------------------------------
     def _account(self, n: TreeNode, sign: int) -> None:
@@ -225,7 +229,7 @@ class RadixTree:
             locked = 0
             n = node
             while n is not None and n is not self.root:
-                if not n.swa_tombstone and n.value is not None:
+                if self.segment_lock or (not n.swa_tombstone and n.value is not None):
                     self._account(n, -1)
                     n.swa_lock_ref += 1
                     self._account(n, +1)
@@ -440,6 +444,12 @@ class RadixTree:
                 en = end
             if en > end:
                 break
+            revivable = c.swa_tombstone or c.value is None
+            if self.hybrid and swa_evicted_seqlen is not None and st >= prev_prefix_len and st < E < en and revivable:
+                # its SWA is out of the request's window only up to E: split there, the tail is revived
+                # (update_component_on_insert_overlap branch 2 / recover_after_unevict)
+                c = self._split_node(c, E - st)
+                en = E
             if st >= prev_prefix_len:  # the request computed these tokens itself
                 mine = row(st, en)
                 holds_all_swa = E <= st
@@ -467,7 +477,7 @@ class RadixTree:
         new_len = max(0, end - start)
         tomb_len = min(max(0, min(E, end) - start), new_len) if (self.hybrid and swa_evicted_seqlen is not None) else 0
         norm_len = new_len - tomb_len
-        if tomb_len > 0 and norm_len == 0:  # all out of the window: not inserted (no tombstone leaf)
+        if tomb_len > 0 and norm_len == 0 and not self.tombstone_leaf_kept:  # all out of the window: not inserted
             self.alloc.free(row(start, start + tomb_len))
         elif new_len > 0:
             parent = node
@@ -484,11 +494,30 @@ class RadixTree:
                 parent = self.add_node(parent, tokens(start, start + tomb_len), row(start, start + tomb_len), owner,
                                        None, tombstone=True, host_copy=backup)
                 parent.atom = atom_for(parent)
-            n = self.add_node(parent, tokens(start + tomb_len, end), row(start + tomb_len, end), owner, None,
-                              host_copy=backup)
-            n.atom = atom_for(n)
-            last = n
+                last = parent  # a Full-only tombstone leaf when nothing follows (tombstone_leaf_kept)
+            lo = start + tomb_len
+            cap = -(-self.W // self.ps) * self.ps
+            if self.leaf_window_cap and norm_len > cap:  # the older part becomes the capped leaf's parent
+                parent = self.add_node(parent, tokens(lo, end - cap), row(lo, end - cap), owner, None, host_copy=backup)
+                parent.atom = atom_for(parent)
+                lo = end - cap
+            if norm_len > 0:
+                n = self.add_node(parent, tokens(lo, end), row(lo, end), owner, None, host_copy=backup)
+                n.atom = atom_for(n)
+                last = n
         return last, end, rewrite
+
+    def split_at(self, owner: int, tokens: Callable[[int, int], tuple[int, ...]], pos: int) -> None:
+        """Split the node on `owner`'s path that position `pos` falls strictly inside, if any."""
+        node, at = self.root, 0
+        while True:
+            c = self._child(node, tokens, at, owner)
+            if c is None or at >= pos:
+                return
+            if at + len(c) > pos:
+                self._split_node(c, pos - at)
+                return
+            node, at = c, at + len(c)
 
     def _split_node(self, c: TreeNode, k: int) -> TreeNode:
         """SGLang's `_split_node`: a new node takes c's first k tokens (its values, flags, lock counts

@@ -340,6 +340,9 @@ class Scheduler:
         self.host = HostPool(4 * (params.full_tokens + warm_total) + 64, self.device) if cfg.hicache else None
         self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device,
                               self.mutant, self.next_atom)
+        self.tree.segment_lock = design.on("swa_segment_lock")
+        self.tree.leaf_window_cap = design.on("swa_leaf_window_cap")
+        self.tree.tombstone_leaf_kept = design.on("swa_tombstone_leaf_kept")
         if not cfg.swa_ring:
             self.req_pool = ReqToTokenPool(params.req_pool_size, self._context_len(cfg, params, max_context_len), self.device)
         self.warm_total = warm_total
@@ -638,11 +641,24 @@ class Scheduler:
 
     def cache_unfinished_req(self, req: Req, ch: Chooser, site: str) -> None:
         """Insert the computed page-aligned part, free duplicates, point the row at the tree's
-        indices, move the lock to the new last node; P := the tree part."""
-        end = floor_page(req.kv_committed_len, self.ps)
+        indices, move the lock to the new last node; P := the tree part. With
+        `unfinished_swa_release` the out-of-window SWA goes first (pre_len = C - 1) and the insert
+        gets that E; `rematch` then takes P and the lock node from a match of the inserted key
+        (and points the row at the tree only that far, as SGLang writes `new_indices[P:]`)."""
+        C = req.kv_committed_len
+        end = floor_page(C, self.ps)
+        v = self.design.variant("unfinished_swa_release") if self.hybrid else None
+        E = None
+        if v is not None:
+            self.free_swa_out_of_window_slots(req, C - 1)
+            E = req.swa_evicted_seqlen
         backup = self._backup(ch, site)
         last, owned, rewrite = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi),
-                                                req.cache_protected_len, end, None, backup, self.atom_for(req.rid))
+                                                req.cache_protected_len, end, E, backup, self.atom_for(req.rid))
+        if v == "rematch":
+            m = self.tree.match_prefix(self.tokens_of(req.rid), end, req.rid, False)
+            last, owned = m.last_device_node, m.prefix_len
+            rewrite = [(pos, idx) for pos, idx in rewrite if pos < owned]
         for pos, idx in rewrite:
             self.req_pool.write(req.req_pool_idx, pos, idx)  # type: ignore[arg-type]
         old = req.lock
@@ -663,6 +679,10 @@ class Scheduler:
             _last, owned, _ = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi), P,
                                                end, req.swa_evicted_seqlen if self.hybrid else None, backup,
                                                self.atom_for(req.rid))
+            if not self.hybrid and self.design.on("prompt_boundary_split"):  # topology only: the output is its own leaf
+                pk = floor_page(req.origin_input_len, ps)
+                if 0 < pk < end:
+                    self.tree.split_at(req.rid, self.tokens_of(req.rid), pk)
         self.free(self.row(req, owned, C))
         if req.lock is not None:
             self.tree.dec_lock_ref(req.lock)
@@ -974,7 +994,9 @@ class Scheduler:
                 evictable, protected = tree.full_evictable_size(), tree.full_protected_size()
         except NotImplementedError:
             return BusyCheck(True, True, False)
-        counted = [r for r in self.reqs if (r.in_last_batch or r in self.running) and self.holds_kv(r)]
+        with_chunked = self.design.on("busy_check_chunked_req")  # #37502: scheduler.chunked_req too
+        counted = [r for r in self.reqs
+                   if (r.in_last_batch or r in self.running or (with_chunked and r in self.chunked)) and self.holds_kv(r)]
         u_f = sum(ceil_page(r.kv_allocated_len, ps) - r.cache_protected_len for r in counted)
         u_s = sum(max(0, ceil_page(r.kv_allocated_len, ps) - max(r.cache_protected_len, r.swa_evicted_seqlen)) for r in counted)
         h_f = h_s = 0

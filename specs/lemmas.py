@@ -260,8 +260,11 @@ def request_rows(x: Ctx, s: State) -> Any:
     and E = 0 (a retraction resets all four, as does the next turn of a session), and so does
     a chunked request's E: the admission sets E from the match (0 outside sessions) and
     `_evict_swa` only runs in a decode step, on running requests. (So the stash of a chunked
-    request, which inserts with E = P, never frees SWA slots it released.) A request that has not
-    arrived yet has inserted nothing: its private chain is empty (only r inserts into it)."""
+    request, which inserts with E = P, never frees SWA slots it released.) With
+    `unfinished_swa_release` its stashes release SWA below E' <= floor(C) and (`path`) set
+    P := floor(C): E <= P (the `rematch` variant can end P short of E': then the lemma is false and
+    not used). A request that has not arrived yet has inserted nothing: its private chain is empty
+    (only r inserts into it)."""
     c = []
     for r in range(x.cfg.num_reqs):
         st = s.status[r]
@@ -269,7 +272,10 @@ def request_rows(x: Ctx, s: State) -> Any:
         c.append(x.implies(idle, x.and_(s.kv_allocated_len[r] == 0, s.kv_committed_len[r] == 0,
                                         s.cache_protected_len[r] == 0, s.swa_evicted_seqlen[r] == 0)))
         if x.cfg.slot_of(r) is None:
-            c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] == 0))
+            if x.cfg.hybrid_swa and x.on("unfinished_swa_release"):
+                c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] <= s.cache_protected_len[r]))
+            else:
+                c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] == 0))
             c.append(x.implies(st == NEW, x.and_(*[s.node_len[a] == 0 for a in x.shape.private[r]])))
     return x.and_(*c)
 
@@ -347,7 +353,7 @@ LEMMAS: dict[str, Lemma] = {
         Lemma("pools_nonnegative", "allocators never go below zero", pools_nonnegative),
         Lemma("swa_locks", "a lock's swa_uuid_for_lock node is the lock node or one of its ancestors", swa_locks),
         Lemma("load_backs", "HiCache: only a request of the last prefill pass holds a load-back lock, at or above its own", load_backs),
-        Lemma("request_rows", "NEW/WAITING rows are empty, a chunked request has released no SWA, a NEW request's chain is empty", request_rows),
+        Lemma("request_rows", "NEW/WAITING rows are empty, a chunked request has released no SWA (none beyond P with unfinished_swa_release), a NEW request's chain is empty", request_rows),
         Lemma("private_chains", "a running request's private chain is the path to its lock node; chains are shorter than the fill", private_chains),
         Lemma("warm_prefix", "warm nodes keep their length or are gone; a request's path holds less than its fill", warm_prefix),
     ]

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from checker.replay.pool import replay_trace
-from model.config import Config
+from checker.traces.trace import Step, Trace, run_concrete
+from model.config import Config, concrete_params
 from model.designs import PRESETS, Design
+from model.system import System
 from specs.configs import CONFIGS
 
 from .walk import random_walk
@@ -50,13 +52,29 @@ PAGE4 = Config(
             "max_prefill_tokens": (16, 64)},
 )
 
-FLAGS: list[tuple[str, str]] = [
-    ("swa_release_threshold", "max_w_ps"),
-    ("swa_release_threshold", "ceil_max_w_ps"),
+SWA = (PAGE4, CONFIGS["hybrid_swa"], CONFIGS["hybrid_swa_hicache"])
+REMATCH = (("swa_release_threshold", "max_w_ps"), ("unfinished_swa_release", "rematch"))
+# the v0.5.20-v0.5.22 and v0.5.23 unified-cache sets, and each flag alone
+UNIFIED_20 = (("swa_leaf_window_cap", "on"), ("swa_tombstone_leaf_kept", "on"), *REMATCH,
+              ("swa_segment_lock", "on"), ("busy_check_chunked_req", "on"))
+UNIFIED_23 = (("swa_leaf_window_cap", "on"), ("swa_tombstone_leaf_kept", "on"), ("swa_release_threshold", "ceil_max_w_ps"),
+              ("unfinished_swa_release", "path"), ("swa_segment_lock", "on"), ("busy_check_chunked_req", "on"))
+CASES: list[tuple[tuple[tuple[str, str], ...], tuple[Config, ...]]] = [
+    ((("swa_release_threshold", "max_w_ps"),), SWA),
+    ((("swa_release_threshold", "ceil_max_w_ps"),), SWA),
+    ((("swa_leaf_window_cap", "on"),), SWA),
+    ((("swa_tombstone_leaf_kept", "on"),), SWA),
+    (REMATCH, SWA),
+    ((("unfinished_swa_release", "path"),), SWA),
+    ((("swa_segment_lock", "on"),), SWA),
+    ((("busy_check_chunked_req", "on"),), SWA),
+    ((("prompt_boundary_split", "on"),), (CONFIGS["small"],)),
+    (UNIFIED_20, SWA),
+    (UNIFIED_23, SWA),
 ]
 
 
-def _design(flags: list[tuple[str, str]]) -> Design:
+def _design(flags: tuple[tuple[str, str], ...]) -> Design:
     d = base()
     for f, v in flags:
         assert f in pool_flags(), f"the pool does not implement {f}"
@@ -64,10 +82,10 @@ def _design(flags: list[tuple[str, str]]) -> Design:
     return d
 
 
-@pytest.mark.parametrize("cfg", [PAGE4, CONFIGS["hybrid_swa"], CONFIGS["hybrid_swa_hicache"]], ids=lambda c: c.name)
-@pytest.mark.parametrize("flag", FLAGS, ids=lambda f: f"{f[0]}={f[1]}")
-def test_walks_refine_with_flag(cfg: Config, flag: tuple[str, str]) -> None:
-    design = _design([flag])
+@pytest.mark.parametrize("flags, cfg", [(f, c) for f, cs in CASES for c in cs],
+                         ids=[f"{'+'.join(f'{n}={v}' for n, v in fl)}-{c.name}" for fl, cs in CASES for c in cs])
+def test_walks_refine_with_flag(flags: tuple[tuple[str, str], ...], cfg: Config) -> None:
+    design = _design(flags)
     rng = random.Random(f"{cfg.name}/{design.name}")
     checked = 0
     for _ in range(6):
@@ -76,3 +94,39 @@ def test_walks_refine_with_flag(cfg: Config, flag: tuple[str, str]) -> None:
         assert o.ok, o.line()
         checked += len(t.steps)
     assert checked > 0
+
+
+def _scenario_trace(cfg: Config, design: Design, picks: list[dict], **params: object) -> Trace:
+    system = System(cfg, design)
+    p = concrete_params(cfg, **params)
+    states, made = run_concrete(system, p, [("event_loop_iteration", pk) for pk in picks])
+    return Trace(cfg, design, p, states[0], [Step("event_loop_iteration", m, s) for m, s in zip(made, states[1:])])
+
+
+def _scenarios() -> list[tuple[str, Config, Design, list[dict], dict]]:
+    from tests.unit import test_radix_flags as U
+
+    f6 = dict(input_len=(20, 4), max_new_tokens=(3, 10))
+    return [
+        ("threshold max_w_ps", U.S_THR, U.CURRENT.with_fix("swa_release_threshold", "max_w_ps"), U.PICKS_THR, {}),
+        ("threshold ceil", U.S_THR, U.CURRENT.with_fix("swa_release_threshold", "ceil_max_w_ps"), U.PICKS_THR, {}),
+        ("leaf cap", U.S_CAP, U.CURRENT.with_fix("swa_leaf_window_cap", "on"), [U.ARRIVE0, {}, {}], {}),
+        ("finding 3 rematch", U.S_F3, U.F3.with_fix("unfinished_swa_release", "rematch"), [U.ARRIVE0, {}, {}], {}),
+        ("unfinished path", U.S_F3, U.F3.with_fix("unfinished_swa_release", "path"), [U.ARRIVE0, {}, {}], {}),
+        ("segment lock", U.S_SEG, U.SEG.with_fix("swa_segment_lock", "on"), [U.ARRIVE0, {}, {}], {}),
+        ("old lock walk", U.S_SEG, U.SEG, [U.ARRIVE0, {}, {}], {}),
+        ("finding 6 pre-#37502", U.S_F6, U.CURRENT, U.PICKS_F6, f6),
+        ("finding 6 #37502", U.S_F6, U.CURRENT.with_fix("busy_check_chunked_req", "on"), U.PICKS_F6, f6),
+    ]
+
+
+@pytest.mark.parametrize("i", range(9))
+def test_flag_scenarios_replay_on_the_pool(i: int) -> None:
+    """The unit scenarios of tests/unit/test_radix_flags.py, step by step on the pool: each flag's
+    path through the pool is taken at least once (the random walks reach some of them rarely)."""
+    name, cfg, design, picks, params = _scenarios()[i]
+    for f in POOL_LAGS:
+        if f in design.fixes and f not in pool_flags():
+            design = design.with_fix(f, None)
+    o = replay_trace(_scenario_trace(cfg, design, picks, **params), file=name)
+    assert o.ok, o.line()

@@ -53,3 +53,188 @@ def test_swa_release_threshold(variant: str | None, e20: int, e22: int) -> None:
     assert s18.swa_available - quiet.states[19].swa_available == e22 - 4
     assert s18.full_available == quiet.states[19].full_available
     assert not any(run.busy(t).fired for t in range(len(run.states)))
+
+
+# -- swa_leaf_window_cap (#26919; the unified cache is the hybrid-SWA default from v0.5.16) ------------
+# 0.5.18:mem_cache/unified_cache/components/swa_component.py:398-422 (_maybe_split_leaf_for_swa_lock):
+# tail = ceil(W / ps) * ps = 8 for ps=4, W=5; a new leaf of 20 > 8 tokens is split at 20 - 8 = 12 (both
+# page multiples). The request's lock at the leaf then covers 8 >= W SWA tokens and stops there.
+S_CAP = _swa_cfg(4, 5, 20, 4)
+
+
+@pytest.mark.parametrize("cap, nodes, swa_ev, swa_prot", [(None, (20, 0), 0, 20), ("on", (12, 8), 12, 8)])
+def test_swa_leaf_window_cap(cap: str | None, nodes: tuple[int, int], swa_ev: int, swa_prot: int) -> None:
+    run = drive(S_CAP, CURRENT.with_fix("swa_leaf_window_cap", cap), [ARRIVE0])
+    s, c = run.states[1], run.counters(1)
+    assert (s.kv_committed_len[0], s.cache_protected_len[0]) == (20, 20)
+    assert s.node_len[:2] == nodes and not any(s.node_swa_tombstone)
+    assert (c.full_evictable, c.full_protected) == (0, 20)  # the full lock still covers the whole path
+    assert (c.swa_evictable, c.swa_protected) == (swa_ev, swa_prot)
+    assert (s.full_available, s.swa_available) == (236, 108)
+    assert not run.busy(1).fired
+
+
+# -- swa_tombstone_leaf_kept (#29351, v0.5.15.post1) and the partial revive (all releases, model fix) --
+# A direct insert on a built tree (kvmc's event loop never reaches E >= floor(C): every threshold
+# keeps at least a page below the insert boundary, 0.5.18:mem_cache/common.py:78-86).
+def _insert_ctx(design, node_len=(0, 0, 0, 0), tomb=(False,) * 4, swa_available=64):  # noqa: ANN001, ANN202
+    from model.ops import Concrete
+    from model.system import System, init_state
+    from model.config import concrete_params
+
+    cfg = _swa_cfg(4, 5, 16, 4, full=64, swa=64)
+    x = System(cfg, design).ctx(Concrete(), concrete_params(cfg))
+    s = init_state(x)
+    used = sum(node_len)
+    s = s.set(node_len=tuple(node_len), node_swa_tombstone=tuple(tomb), full_available=64 - used,
+              swa_available=swa_available)
+    return x, s
+
+
+@pytest.mark.parametrize("kept", [None, "on"])
+def test_swa_tombstone_leaf_kept(kept: str | None) -> None:
+    # 0.5.18:.../swa_component.py:369-372: split_pos = E - start >= len(leaf): "Entire leaf is outside
+    # the SWA window -- left as a tombstone" (before: SWARadixCache._insert_helper frees it,
+    # 0.5.13:mem_cache/swa_radix_cache.py:1193-1194). The request owns [0, 8) (full 56 free), its SWA of
+    # [0, 8) already released (E = 8).
+    from model.radix_cache import insert
+
+    x, s = _insert_ctx(CURRENT.with_fix("swa_tombstone_leaf_kept", kept))
+    s = s.set(full_available=56)
+    s2, last, owned = insert(x, s, 0, 0, 8, 8, "t")
+    assert owned == 8
+    if kept is None:
+        assert s2.node_len[0] == 0 and s2.full_available == 64 and last == -1  # freed, nothing inserted
+    else:
+        assert s2.node_len[0] == 8 and s2.node_swa_tombstone[0] and last == 0  # the tree's, Full only
+        assert s2.full_available == 56
+    assert s2.swa_available == 64
+
+
+def test_partial_revive_of_a_tombstone_splits_it_at_E() -> None:
+    # 0.5.18:.../swa_component.py:282-312 (branch 2) and 0.5.13:mem_cache/swa_radix_cache.py:1148-1162: the
+    # request (prev 0, E = 4) re-inserts [0, 8) over its own tombstone node [0, 8). The node splits at E:
+    # [0, 4) stays a tombstone (the request's full copy freed, 4), [4, 8) takes the request's slots (the
+    # tree's old full of it freed, 4; the request's SWA of [4, 8) now the tree's). kvmc used to keep the
+    # whole node a tombstone and free the request's SWA of [4, 8) too (4 more SWA freed, 4 fewer live).
+    from model.radix_cache import counters, insert
+
+    x, s = _insert_ctx(CURRENT, node_len=(8, 0, 0, 0), tomb=(True, False, False, False), swa_available=60)
+    s = s.set(full_available=48)  # tree [0, 8) + the request's own copy of [0, 8)
+    s2, last, owned = insert(x, s, 0, 0, 8, 4, "t")
+    assert s2.node_len[:3] == (4, 4, 0) and s2.node_swa_tombstone[:2] == (True, False)
+    assert last == 1 and owned == 8
+    assert s2.full_available == 56 and s2.swa_available == 60
+    assert counters(x, s2).swa_evictable == 4
+
+
+# -- unfinished_swa_release (#27402 hook, #29350, default on by #34653: v0.5.18; rematch <= v0.5.22,
+# path v0.5.23) and docs/releases.md's candidate finding 3 ---------------------------------------------
+# 0.5.18:mem_cache/unified_radix_cache.py:793-859: free_swa_out_of_window_slots(req, |key| - 1) then
+# insert(swa_evicted_seqlen = E'), then P := |match_prefix(key)|. ps=4, W=5, an 11-token prompt, no
+# chunking: after its prefill C = 11, pre_len = 10; max_w_ps: E' = floor_4(10 - 5) = 4, SWA [0, 4) freed;
+# insert [0, 8): [0, 4) tombstone, [4, 8) live (4 < W: the match validator rejects it,
+# 0.5.18:.../swa_component.py:200-225), so the re-match is the root: P = 0, nothing locked.
+S_F3 = _swa_cfg(4, 5, 11, 3)
+F3 = CURRENT.with_fix("swa_release_threshold", "max_w_ps")
+
+
+def test_unfinished_swa_release_off_keeps_todays_insert() -> None:
+    run = drive(S_F3, F3.with_fix("unfinished_swa_release", None), [ARRIVE0])
+    s = run.states[1]
+    assert (s.cache_protected_len[0], s.swa_evicted_seqlen[0], s.node_len[0], s.node_swa_tombstone[0]) == (8, 0, 8, False)
+    assert (s.full_available, s.swa_available) == (244, 116)
+    assert not run.busy(1).fired
+
+
+def test_unfinished_swa_release_path_keeps_the_inserted_path() -> None:
+    run = drive(S_F3, F3.with_fix("unfinished_swa_release", "path"), [ARRIVE0, {}])
+    s, b, c = run.states[1], run.busy(1), run.counters(1)
+    assert (s.cache_protected_len[0], s.swa_evicted_seqlen[0], s.last_node[0]) == (8, 4, 1)
+    assert s.node_len[:2] == (4, 4) and s.node_swa_tombstone[:2] == (True, False)
+    assert (s.full_available, s.swa_available) == (244, 120)  # SWA [0, 4) went back
+    assert (c.full_protected, c.swa_protected, c.swa_evictable) == (8, 4, 0)
+    # busy check: 244 + 0 + 8 + (12 - 8) = 256; SWA: 120 + 0 + 4 + (12 - max(8, 4)) = 128
+    assert (b.terms["sum"], b.terms["swa_sum"]) == (256, 128) and not b.fired
+
+
+def test_unfinished_swa_release_rematch_finding_3() -> None:
+    from specs.properties import PROPERTIES
+
+    run = drive(S_F3, F3.with_fix("unfinished_swa_release", "rematch"), [ARRIVE0])
+    s, b, c = run.states[1], run.busy(1), run.counters(1)
+    assert (s.cache_protected_len[0], s.swa_evicted_seqlen[0], s.last_node[0]) == (0, 4, -1)
+    assert s.node_len[:2] == (4, 4) and s.node_swa_tombstone[:2] == (True, False)
+    assert (c.full_evictable, c.full_protected) == (8, 0)  # the request's own tree part is not locked
+    # "Full Pool Mem Leak Detected!": 244 + 8 + 0 + (12 - 0) = 264 != 256 (the study's F + 8)
+    assert (b.terms["available"], b.terms["evictable"], b.terms["uncached"], b.terms["sum"]) == (244, 8, 12, 264)
+    assert b.fired
+    x = run.ctx()
+    assert PROPERTIES["conservation"].holds(x, s) is False  # [0, 8) is the tree's and the request's
+    assert PROPERTIES["busy_check_complete"].holds(x, s) is True
+
+
+@pytest.mark.parametrize("threshold", [None, "ceil_max_w_ps"])
+def test_rematch_is_harmless_with_the_other_thresholds(threshold: str | None) -> None:
+    # page_margin: floor_4(10 - 9) = 0; ceil_max_w_ps: floor_4(10 - 8) = 0: no tombstone, the match is [0, 8)
+    d = CURRENT.with_fix("swa_release_threshold", threshold).with_fix("unfinished_swa_release", "rematch")
+    run = drive(S_F3, d, [ARRIVE0, {}, {}])
+    s = run.states[1]
+    assert (s.cache_protected_len[0], s.swa_evicted_seqlen[0], s.node_swa_tombstone[0]) == (8, 0, False)
+    assert not any(run.busy(t).fired for t in range(len(run.states)))
+
+
+# -- swa_segment_lock (#36848, v0.5.20) ----------------------------------------------------------------
+# ps=4, W=5, chunk 10, an 18-token prompt, unfinished_swa_release=path, max_w_ps. Pass 1: the first
+# chunk is floor_4(10) = 8. Pass 2: its stash (pre_len 7, E' = 0) inserts [0, 8) live; the chunk [8, 18)
+# completes the prefill; cache_unfinished_req: pre_len 17, E' = floor_4(17 - 5) = 12, SWA [8, 12) freed,
+# insert [8, 12) tombstone + [12, 16) live; the lock is at [12, 16) (4 < W tokens).
+# Old walk (<= v0.5.19): [12, 16) then, skipping the tombstone, [0, 8): SWA protected 12.
+# Segment walk (0.5.20:mem_cache/unified_cache/components/swa.py:774-830): [12, 16) + [8, 12) = 8 >= 5,
+# the boundary is the tombstone: SWA protected 4, [0, 8) evictable.
+S_SEG = _swa_cfg(4, 5, 18, 3, chunk=10)
+SEG = F3.with_fix("unfinished_swa_release", "path")
+
+
+@pytest.mark.parametrize("seg, top, swa_ev, swa_prot", [(None, 0, 0, 12), ("on", 1, 8, 4)])
+def test_swa_segment_lock(seg: str | None, top: int, swa_ev: int, swa_prot: int) -> None:
+    run = drive(S_SEG, SEG.with_fix("swa_segment_lock", seg), [ARRIVE0, {}])
+    s, c, b = run.states[2], run.counters(2), run.busy(2)
+    assert (s.kv_committed_len[0], s.cache_protected_len[0], s.swa_evicted_seqlen[0]) == (18, 16, 12)
+    assert s.node_len[:3] == (8, 4, 4) and s.node_swa_tombstone[:3] == (False, True, False)
+    assert (s.last_node[0], s.swa_lock_top[0]) == (2, top)
+    assert (c.swa_evictable, c.swa_protected, c.full_protected) == (swa_ev, swa_prot, 16)
+    assert (s.swa_available, b.terms["swa_uncached"], b.terms["swa_sum"]) == (128 - 20 + 4, 4, 128) and not b.fired
+
+
+# -- busy_check_chunked_req (#37502, v0.5.20) and docs/releases.md's candidate finding 6 ----------------
+# ps=4, W=8, chunk 6: request 1 (4 tokens) runs; request 0 (20 tokens) chunks [0, 4), then [4, 10) (an
+# add_chunked_req chunk is not page-floored: min(rc = 6, rem_total, rem_swa - ps = 8)), then the next
+# pass defers it (its lock covers [0, 8), so rem_swa - ps = 4 + 0 - 4 = 0 <= 0, #23174) and request 1
+# decodes. Request 0 is parked
+# outside every batch with P = floor(10) = 8 and A = 10: it owns [8, 12) of each pool. The pre-#37502
+# check counts only last_batch / running_batch (0.5.18:managers/scheduler_components/invariant_checker.py),
+# so it misses those 4 tokens: "Mem Leak Detected" with no leak (a busy-check false alarm).
+S_F6 = Config(
+    name="radix_flags_f6", doc="", num_reqs=2, page_size=4, hybrid_swa=True, chunked_prefill=True, private_atoms=4,
+    bounds={"full_tokens": (256, 256), "swa_tokens": (20, 20), "sliding_window_size": (8, 8), "input_len": (20, 20),
+            "max_new_tokens": (3, 10), "chunked_prefill_size": (6, 6), "req_pool_size": (2, 2),
+            "max_prefill_tokens": (4096, 4096)},
+)
+PICKS_F6 = [{"recv.arrive[1]": True}, ARRIVE0, {}, {}]
+
+
+@pytest.mark.parametrize("flag, fired", [(None, True), ("on", False)])
+def test_busy_check_chunked_req_finding_6(flag: str | None, fired: bool) -> None:
+    from specs.properties import PROPERTIES
+
+    run = drive(S_F6, CURRENT.with_fix("busy_check_chunked_req", flag), PICKS_F6, input_len=(20, 4), max_new_tokens=(3, 10))
+    s, b = run.states[4], run.busy(4)
+    assert s.status == (2, 3) and not s.in_last_batch[0]  # chunked (parked), running
+    assert (s.kv_allocated_len[0], s.kv_committed_len[0], s.cache_protected_len[0]) == (10, 10, 8)
+    assert s.kv_committed_len[1] == 5 and s.last_batch == 2  # request 1 decoded
+    assert b.terms["uncached"] == (4 if flag is None else 8)  # request 1's [4, 8), plus request 0's [8, 12)
+    assert b.terms["sum"] == (252 if flag is None else 256) and b.fired is fired
+    x = run.ctx()
+    assert PROPERTIES["conservation"].holds(x, s) is True
+    assert PROPERTIES["busy_check_sound"].holds(x, s) is (not fired)

@@ -1,0 +1,60 @@
+"""The pool's radix tree on the insert paths the event loop reaches rarely: the partial revive of
+a tombstone straddling E (all releases; a model fix, docs/releases.md A.13) and the Full-only
+tombstone leaf (`swa_tombstone_leaf_kept`, #29351), with the numbers of the model's scenarios in
+tests/unit/test_radix_flags.py (ps = 4, W = 5, both pools 64 tokens)."""
+
+from __future__ import annotations
+
+import torch
+
+from pool.allocator import SWAAllocator
+from pool.radix_tree import RadixTree
+
+DEV = torch.device("cpu")
+
+
+def _tree() -> tuple[SWAAllocator, RadixTree, torch.Tensor]:
+    alloc = SWAAllocator(64, 64, 4, DEV)
+    tree = RadixTree(alloc, 4, True, 5, None, DEV, next_atom=lambda owner, atom: None if atom is None or atom >= 3 else atom + 1)
+    mine = alloc.alloc_extend([0], [8], [-1])  # the request's own [0, 8)
+    assert mine is not None
+    return alloc, tree, mine
+
+
+def _tokens(lo: int, hi: int) -> tuple[int, ...]:
+    return tuple(range(lo, hi))
+
+
+def test_partial_revive_splits_the_tombstone_at_E() -> None:
+    alloc, tree, mine = _tree()
+    old = alloc.alloc_extend([0], [8], [-1])
+    assert old is not None
+    node = tree.add_node(tree.root, _tokens(0, 8), old, 0, 0)
+    tree._tombstone(node)  # the tree's [0, 8) lost its SWA
+    alloc.free_swa(mine[:4])  # the request released its SWA of [0, 4): E = 4
+    last, owned, _ = tree.insert(0, _tokens, lambda lo, hi: mine[lo:hi], 0, 8, 4, False, lambda n: 1)
+    nodes = sorted(tree.nodes(), key=lambda n: n.atom)
+    assert [(n.atom, len(n), n.swa_tombstone) for n in nodes] == [(0, 4, True), (1, 4, False)]
+    # the tail keeps the tree's full slots and takes the request's SWA (the pool revives as SGLang's
+    # RecoverSWAWithLockedFull does; the unlocked branch swaps the full slots instead: the same counts)
+    assert last is nodes[1] and owned == 8 and torch.equal(nodes[1].value, old[4:8])
+    assert bool((alloc.full_to_swa_index_mapping[old[4:8]] > 0).all())
+    assert bool((alloc.full_to_swa_index_mapping[old[0:4]] == 0).all())
+    assert (alloc.full_available_size(), alloc.swa_available_size()) == (56, 60)
+    assert tree.recount() == (tree.full_evictable_size_, tree.full_protected_size_, tree.swa_evictable_size_,
+                              tree.swa_protected_size_) == (8, 0, 4, 0)
+
+
+def test_tombstone_leaf_kept() -> None:
+    for kept in (False, True):
+        alloc, tree, mine = _tree()
+        tree.tombstone_leaf_kept = kept
+        alloc.free_swa(mine)  # E = 8: the whole new part is out of the window
+        last, owned, _ = tree.insert(0, _tokens, lambda lo, hi: mine[lo:hi], 0, 8, 8, False, lambda n: 0)
+        nodes = list(tree.nodes())
+        assert owned == 8 and alloc.swa_available_size() == 64
+        if kept:
+            assert [(len(n), n.swa_tombstone) for n in nodes] == [(8, True)] and last is nodes[0]
+            assert alloc.full_available_size() == 56
+        else:
+            assert nodes == [] and last is tree.root and alloc.full_available_size() == 64
