@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from checker import interrupt
-from checker.cli.common import (Heartbeat, Lines, UsageError, _Parser, add_design_options, add_progress_options,
+from checker.cli.common import (Heartbeat, Lines, beat_every, UsageError, _Parser, add_design_options, add_progress_options,
                                 build_design, fmt_s, keep_hypothesis_in, lemma_selection, publish, refuse_corpus,
                                 timeout_ms, timeout_seconds, validate_selection, warn, writable_dir, writable_file)
 from checker.verdict import EXIT_INTERNAL, EXIT_USAGE, exit_code
@@ -121,8 +121,7 @@ class ProgressPrinter:
     # piped output: at most one proof-phase line this often (a proof asks hundreds of queries), but
     # every candidate Houdini drops, with why
     PHASE_EVERY_S = 5.0
-    QUERY_AFTER_S = 5.0  # a query running this long gets heartbeat lines
-    BEAT_TTY_S, BEAT_PIPE_S = 1.0, 15.0
+    QUERY_AFTER_S = 5.0  # a query running this long gets heartbeat lines (or one heartbeat, if shorter)
 
     def __init__(self, mode: bool | str) -> None:
         self.lines = Lines("text" if mode is True else "none" if mode is False else mode)
@@ -130,6 +129,8 @@ class ProgressPrinter:
         self.tty = self.lines.tty
         self.last_phase = -self.PHASE_EVERY_S
         self.last_config = ""
+        self.every_s = beat_every(self.lines)
+        self.query_after_s = min(self.QUERY_AFTER_S, self.every_s)
 
     def __call__(self, config: str, depth: int, elapsed: float, status: dict[str, str]) -> None:
         if not self.enabled:
@@ -161,16 +162,16 @@ class ProgressPrinter:
             return
         where = f"[{snap['config']}] depth {snap['depth']}: "
         tail = f"(solver {fmt_s(snap['solver_s'])} on this config), {fmt_s(snap['elapsed_s'])} elapsed"
-        if ph is not None and ph >= self.QUERY_AFTER_S:
+        if ph is not None and ph >= self.query_after_s:
             text = where + f"{snap['phase']} for {fmt_s(ph)} " + tail
-        elif q is not None and q >= self.QUERY_AFTER_S:
+        elif q is not None and q >= self.query_after_s:
             text = where + f"z3 query {snap['queries']} running for {fmt_s(q)} " + tail
         else:
             return
         self.lines.line(text, "query", live=self.tty, **snap)
 
     def heartbeat(self) -> Heartbeat:
-        return Heartbeat(self.beat if self.enabled else (lambda: None), self.BEAT_TTY_S if self.tty else self.BEAT_PIPE_S)
+        return Heartbeat(self.beat if self.enabled else (lambda: None), self.every_s)
 
     def end(self) -> None:
         self.lines.end()

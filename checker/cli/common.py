@@ -260,6 +260,21 @@ class Lines:
                 self.live = False
 
 
+def beat_every(lines: Lines) -> float:
+    """Seconds between heartbeat lines: 1 on a terminal (a live line), 10 piped; `KVMC_HEARTBEAT_S`
+    overrides both (CI logs that want more or fewer, the interrupt tests)."""
+    env = os.environ.get("KVMC_HEARTBEAT_S")
+    if env:
+        try:
+            v = float(env)
+            if math.isfinite(v) and v > 0:
+                return v
+        except ValueError:
+            pass
+        warn(f"KVMC_HEARTBEAT_S={env!r} ignored; expected a positive number of seconds")
+    return 1.0 if lines.tty else 10.0
+
+
 class Heartbeat:
     """A thread that calls `beat()` every `every_s` seconds until stopped (a long query or a long
     job between two progress lines still shows that the run is alive, and where)."""

@@ -18,8 +18,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from specs.configs import CONFIGS
     from specs.properties import PROPERTIES
 
-    from checker.cli.common import UsageError, _choices, build_design
-    from checker.engines.explicit import StateCapExceeded, export_graph
+    from checker.cli.common import UsageError, _choices, build_design, publish, writable_file
 
     design = build_design(args.design, args.without, args.with_, args.mutant)
     _choices("config", args.config, list(CONFIGS))
@@ -32,10 +31,14 @@ def cmd_graph(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-states {args.max_states} must be a positive number of states")
     if not args.out.endswith(".dot"):
         raise UsageError(f"--out {args.out!r} must name a .dot file")
+    writable_file(args.out, "--out")  # before the search
+    from checker.engines.explicit import StateCapExceeded, export_graph
+
     try:
         search = export_graph(design, CONFIGS[args.config], props, args.depth, args.out, args.max_states)
     except StateCapExceeded as e:
         raise UsageError(str(e)) from e
+    publish(args.out)
     bad = sorted({n for nodes in search.violating.values() for n in nodes})
     print(f"wrote {args.out}: {search.distinct_states} states, {search.graph.number_of_edges()} edges, "
           f"{len(search.points)} parameter points, depth {search.depth_reached}"
@@ -47,7 +50,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     from checker.cli.common import add_design_options
-    from checker.engines.explicit import DEFAULT_GRAPH_CAP
+    from checker.engines.explicit import DEFAULT_GRAPH_CAP  # only `kvmc graph` builds this parser
 
     pg = sub.add_parser("graph", help="write the explicit engine's reachable state graph as graphviz DOT")
     add_design_options(pg)

@@ -42,10 +42,10 @@ def cmd_check_parallel(args: Any) -> int:
              "this takes tens of minutes (--config NAME and --depth N narrow it; Ctrl-C stops it with the checks finished)")
     interrupt.quiet_z3()
     tracker = JobsProgress(lines, len(jobs), n, "checks") if lines.enabled else None
-    from checker.cli.common import Heartbeat
+    from checker.cli.common import Heartbeat, beat_every
 
     try:
-        with Heartbeat(lambda: tracker.report(live=lines.tty) if tracker else None, 1.0 if lines.tty else 15.0):
+        with Heartbeat(lambda: tracker.report(live=lines.tty) if tracker else None, beat_every(lines)):
             results = run_jobs(jobs, n, tracker)
     except interrupt.Interrupted as e:
         lines.end()

@@ -569,9 +569,9 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
         tracker = JobsProgress(progress, len(configs) * 2, n, "checks")
     beat: Any = contextlib.nullcontext()
     if tracker is not None:
-        from checker.cli.common import Heartbeat
+        from checker.cli.common import Heartbeat, beat_every
 
-        beat = Heartbeat(lambda: tracker.report(live=progress.tty), 1.0 if progress.tty else 15.0)
+        beat = Heartbeat(lambda: tracker.report(live=progress.tty), beat_every(progress))
     try:
         with beat:
             if local:

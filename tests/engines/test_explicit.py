@@ -79,7 +79,7 @@ def test_cli_explicit_engine_prints_the_report_and_writes_itf(tmp_path: Path, ca
     out = capsys.readouterr().out
     assert code == 1
     assert "busy_check_sound     violated at depth 3" in out
-    path = tmp_path / "v0.5.10.post1" / "busy_check_sound.itf.json"
+    path = tmp_path / "v0.5.10.post1" / "sessions" / "busy_check_sound.itf.json"
     tr = itf.read(path)
     assert tr.engine == "explicit" and tr.depth == 3 and tr.prop == "busy_check_sound"
 

@@ -57,5 +57,5 @@ def test_cli_random_engine_writes_itf(tmp_path: Path, capsys: pytest.CaptureFixt
                  "--property", "conservation", "--depth", "2", "--out", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     assert code == 1 and "conservation" in out and "violated at depth" in out
-    tr = itf.read(tmp_path / "current+req_slot_not_taken" / "conservation.itf.json")
+    tr = itf.read(tmp_path / "current+req_slot_not_taken" / "small" / "conservation.itf.json")
     assert tr.engine == "random" and tr.depth >= 1

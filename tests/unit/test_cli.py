@@ -4,6 +4,7 @@ nothing written; `kvmc list` names everything a user can pass."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,130 @@ def test_piped_progress_keeps_every_dropped_candidate(capsys: pytest.CaptureFixt
     pr("small", 1, 0.4, {"_phase": "proof: dropped conservation: step case at k=1: solver unknown"})
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and "case 0" in lines[0] and "dropped conservation" in lines[1], lines
+
+
+# -- exit codes, output paths, startup (issue 30) ---------------------------------------------------
+def _blocked(tmp_path: Path) -> Path:
+    """A path no one can create a directory at (its parent is a file), even as root."""
+    f = tmp_path / "a-file"
+    f.write_text("")
+    return f / "sub"
+
+
+@pytest.mark.parametrize("args, what", [
+    (["check", "--config", "small", "--out", "{bad}"], "--out"),
+    (["check", "--all", "--config", "small", "--out", "{bad}"], "--out"),
+    (["review", "--config", "small", "--out", "{bad}"], "--out"),
+    (["review", "--config", "small", "--junit", "{bad}/r.xml"], "--junit"),
+    (["graph", "--config", "small", "--out", "{bad}/g.dot"], "--out"),
+    (["show", "counterexamples/current-without-session_active/sessions/busy_check_sound.itf.json", "--html", "{bad}/t.html"], "--html"),
+    (["regen", "--manifest", "--dir", "{bad}"], "--dir"),
+])
+def test_an_unwritable_output_fails_before_any_work(args: list[str], what: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    bad = _blocked(tmp_path)
+    argv = [a.replace("{bad}", str(bad)) for a in args]
+    if argv[0] == "review" and "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
+    from checker.engines import run as engine_run
+
+    monkeypatch.setattr(engine_run, "run_check", lambda *a, **k: pytest.fail("the check ran before the output was checked"))
+    monkeypatch.setattr(engine_run, "engine_check_config", _no_engine(engine_run.engine_check_config))
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2, (argv, code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and what in lines[0] and str(bad) in lines[0] and "writable" in lines[0], err
+    assert "Traceback" not in err and not bad.parent.is_dir()
+
+
+def _no_engine(real):  # type: ignore[no-untyped-def]
+    """engine_check_config for validation only: the engine it returns must never run."""
+    def get(engine: str):  # type: ignore[no-untyped-def]
+        real(engine)  # validates the name
+        return lambda *a, **k: pytest.fail("an engine ran before the output was checked")
+    return get
+
+
+def test_check_and_review_refuse_to_write_into_the_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = Path(__file__).resolve().parents[2] / "counterexamples"
+    for argv in (["check", "--config", "small", "--out", str(corpus)],
+                 ["review", "--config", "small", "--out", str(corpus / "review")]):
+        code, _, err = run_cli(argv, capsys)
+        assert code == 2 and "regression corpus" in err and "kvmc regen" in err, err
+    assert not (corpus / "review").exists()
+
+
+def test_an_internal_error_is_one_line_and_a_traceback_file(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from checker.cli import app
+
+    def boom(args):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(app, "cmd_list", boom)
+    code, out, err = run_cli(["list"], capsys)
+    assert code == 4, (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvmc: internal error, please report: RuntimeError: boom"), err
+    path = Path(lines[0].split("(traceback in ")[1].rstrip(")"))
+    try:
+        text = path.read_text()
+        assert "Traceback" in text and "boom" in text and "cmd_list" not in lines[0]
+        assert path.stat().st_mode & 0o777 == 0o644 or path.stat().st_mode & 0o044
+    finally:
+        path.unlink()
+
+
+def test_usage_errors_have_one_prefix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["check", "--depth", "ten"], capsys)
+    assert code == 2 and err.startswith("kvmc: error: check: ") and "kvmc: error: kvmc" not in err, err
+
+
+def test_version_names_kvmc_z3_and_the_modelled_sglang(capsys: pytest.CaptureFixture[str]) -> None:
+    import z3
+    from model.designs import SGLANG_COMMIT
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert out.startswith("kvmc ") and f"z3 {z3.get_version_string()}" in out and SGLANG_COMMIT[:12] in out, out
+
+
+def test_help_imports_no_model_z3_or_torch() -> None:
+    code = ("import sys\nfrom checker.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('z3', 'torch', 'model', 'specs', 'pool', 'hypothesis')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
+
+
+def test_check_leaves_the_repository_clean(tmp_path: Path) -> None:
+    """`kvmc check` run from a checkout (here a copy of this working tree, committed) writes only
+    under its run directory (kvmc-out/, gitignored) and Hypothesis's cache there too: `git status`
+    stays clean and no .hypothesis/ appears in the current directory; files are 0644."""
+    root = Path(__file__).resolve().parents[2]
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           capture_output=True, check=True).stdout.split(b"\0")
+    repo = tmp_path / "repo"
+    for f in filter(None, files):
+        src = root / f.decode()
+        if src.is_file():
+            dst = repo / f.decode()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=repo,  # noqa: E731
+                                    capture_output=True, text=True, check=True)
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "copy")
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    env.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+    r = subprocess.run([sys.executable, "-m", "checker.cli", "check", "--without", "session_active", "--config", "sessions",
+                        "--depth", "3", "--no-progress"], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    cex = repo / "kvmc-out" / "current-without-session_active" / "sessions" / "busy_check_sound.itf.json"
+    assert cex.is_file() and f"counterexample: kvmc-out/current-without-session_active/sessions/busy_check_sound.itf.json" in r.stdout
+    assert cex.stat().st_mode & 0o777 == 0o644, oct(cex.stat().st_mode)
+    assert git("status", "--porcelain").stdout == ""
+    assert not (repo / ".hypothesis").exists()
