@@ -121,6 +121,11 @@ MUTANT_CASES: list[Case] = [
          dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4))),
     Case("adder_reservation_sign_flipped", "spec_topk", "no_prefill_oom", 2,
          dict(full_tokens=(15, 15), input_len=(8, 8), max_new_tokens=(1, 5))),
+    # a liveness bug (specs/liveness.py): the depth is the lasso's length (prefix and loop)
+    Case("finish_keeps_tree_lock", "small", "progress", 4,
+         dict(full_tokens=(7, 7), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(0, 1)),
+         random_out_of_reach="a liveness violation is an infinite run (a lasso); the random engine checks finite runs "
+                             "against state properties only"),
 ]
 
 
@@ -137,6 +142,14 @@ def run_case(c: Case, engine: str, **kw: Any) -> Any:
 
     cfg, design = c.cfg(), c.design()
     system = System(cfg, design)
+    from specs.liveness import LIVENESS
+
+    if c.prop in LIVENESS and engine in ("bmc", "explicit"):  # lassos (checker/engines/liveness.py)
+        from checker.engines import liveness
+
+        if engine == "bmc":
+            return liveness.LassoBMC(system, [c.prop], minimize=kw.get("minimize", True)).run(c.depth)[c.prop]
+        return liveness.explicit_lassos(system, [c.prop], c.depth)[c.prop]
     if engine == "bmc":
         from checker.engines.bmc import BMC
 
