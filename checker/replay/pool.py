@@ -21,6 +21,11 @@ For each trace file:
    ownership check failed: pool/ownership.py) must agree with the trace's: `reproduced` for a
    recorded violation, `passed` for a trace recorded as passing.
 
+A lasso (a liveness counterexample, `Trace.loop`) runs its loop LOOP_REPEATS more times
+(checker/engines/liveness.py, `unroll`): the loop's first state must recur on the pool after every
+pass, compared like every other state; `reproduced` then means the pool runs the same infinite
+behaviour.
+
 Exit status: 0 every file behaves as recorded; 1 some file diverged; 2 bad input (unreadable or
 corrupt trace, not replayable). Bad input wins over divergence: fix the input first.
 """
@@ -211,6 +216,11 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
             validate(trace, file)
         except ItfError as e:
             return Outcome(file, ERROR, message=str(e).split(": ", 1)[1] if ": " in str(e) else str(e))
+    lasso = trace if trace.loop is not None else None
+    if lasso is not None:  # a liveness lasso: its loop runs LOOP_REPEATS more times, compared step by step
+        from checker.engines.liveness import LOOP_REPEATS, unroll
+
+        trace = unroll(lasso, LOOP_REPEATS)
     prop = trace.prop
     step = 0
     try:
@@ -245,6 +255,10 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
                        time.perf_counter() - t0)
     secs = time.perf_counter() - t0
     n = len(trace.steps)
+    if lasso is not None:  # every pass through the loop ended in the loop's first state, on the pool too
+        return Outcome(file, REPRODUCED, steps=n, seconds=secs,
+                       message=f"{prop}: the loop (steps {lasso.loop + 1}..{lasso.depth}) ran {LOOP_REPEATS + 1} times on the "
+                               f"pool, state {lasso.loop} recurring after each, {device}")
     if prop is None:
         return Outcome(file, PASSED, steps=n, seconds=secs, message="no property recorded; every state matched")
     try:
