@@ -687,7 +687,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     _parse_args(sch, sa)
     comps = importlib.import_module("sglang.srt.managers.scheduler")
     ps_cls = getattr(comps, "ParallelState")
-    sch.ps = _make(ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
+    sch.ps = ps_cls.trivial() if hasattr(ps_cls, "trivial") else _make(ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
                    attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
                    moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
     sch.model_config = facts

@@ -90,7 +90,9 @@ def _ints(t: Any) -> list[int]:
 
 def _free_pages(alloc: Any) -> list[int]:
     out = _ints(alloc.free_pages) + _ints(getattr(alloc, "release_pages", None))
-    for g in getattr(alloc, "free_group", None) or []:
+    # frees deferred by free_group_begin (the list keeps its last contents after free_group_end)
+    in_group = not getattr(alloc, "is_not_in_free_group", True)
+    for g in (getattr(alloc, "free_group", None) or []) if in_group else []:
         ps = getattr(alloc, "page_size", 1)
         out += sorted({i // ps for i in _ints(g)})
     return out

@@ -110,7 +110,7 @@ def plan(trace: object, version: str, reverts: list[str]) -> Plan:
 
 def check_reverts(version: str, reverts: list[str]) -> None:
     """A revert must name a fix the release has and kvmc knows how to revert there."""
-    from .reverts import REVERTS
+    from .reverts import REVERTS, available
 
     for f in reverts:
         if f not in FIXES:
@@ -118,12 +118,12 @@ def check_reverts(version: str, reverts: list[str]) -> None:
         if not has_fix(version, f):
             raise UpstreamUsageError(f"--revert {f}: SGLang {version} does not have it (#{FIXES[f].pr} is first in "
                                      f"{FIXES[f].first_tag}); replay on {version} without --revert")
-        r = REVERTS.get(f)
-        if r is None:
+        if f not in REVERTS:
             raise UpstreamUsageError(f"--revert {f}: kvmc has no revert patch for #{FIXES[f].pr}; revertible: "
                                      f"{sorted(REVERTS)}")
-        if version not in r.releases:
-            raise UpstreamUsageError(f"--revert {f}: the revert patch is written for SGLang {', '.join(r.releases)}, "
+        if available(f, version) is None:
+            written = sorted({v for r in REVERTS[f] for v in r.releases}, key=version_key)
+            raise UpstreamUsageError(f"--revert {f}: the revert patch is written for SGLang {', '.join(written)}, "
                                      f"not {version}")
 
 

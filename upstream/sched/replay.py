@@ -93,12 +93,28 @@ def _read(file: str) -> tuple[Any, str | None]:
     return trace, None
 
 
+def _plan_file(f: str, version: str, reverts: list[str]) -> tuple[Any, str | None]:
+    """(plan, None), or (None, why the file is bad input). What no real scheduler can run is
+    decided first (it needs no model re-run); the rest must be a trace the model follows."""
+    from checker.traces import itf
+    from checker.traces.itf import ItfError
+
+    try:
+        trace = itf.read(f)
+    except ItfError as e:
+        return None, str(e)
+    pl = releases.plan(trace, version, reverts)
+    if pl.mode == NOT_REPLAYABLE:
+        return pl, None
+    trace, bad = _read(f)
+    return (pl, None) if trace is not None else (None, bad)
+
+
 # -- running a release --------------------------------------------------------------------------------------
-def run_worker(version: str, jobs: list[dict[str, Any]], reverts: Sequence[str], root: Path,
-               timeout: float | None = None) -> dict[str, Any]:
+def run_worker(version: str, jobs: list[dict[str, Any]], root: Path, timeout: float | None = None) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*worker_path(root, version), str(REPO)]), PYTHONHASHSEED="0")
     cmd = [sys.executable, "-W", "ignore", "-m", "upstream.sched.worker"]
-    job = json.dumps({"version": version, "reverts": list(reverts), "jobs": jobs})
+    job = json.dumps({"version": version, "jobs": jobs})
     p = subprocess.run(cmd, input=job, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
@@ -109,43 +125,55 @@ def run_worker(version: str, jobs: list[dict[str, Any]], reverts: Sequence[str],
 
 def replay(version: str, files: Sequence[str], reverts: Sequence[str] = (), root: Path | None = None,
            do_install: bool = False, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
-    """Plan and run `files` on SGLang `version`; returns {"version", "label", "outcomes": [...]}.
-    Bad input raises UpstreamUsageError before anything runs."""
+    """Plan and run `files` on SGLang `version` with `reverts` applied; returns {"version", "label",
+    "outcomes": [...]}. Bad input raises UpstreamUsageError before anything runs."""
+    return replay_items(version, [(f, tuple(reverts)) for f in files], root, do_install, say)
+
+
+def replay_items(version: str, items: Sequence[tuple], root: Path | None = None,
+                 do_install: bool = False, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
+    """Like `replay`, each file with its own reverts, all in one worker process (SGLang is imported
+    once; each revert is applied for its trace and undone after it). An item is (file, reverts) or
+    (file, reverts, mode): `mode` ("reproduce" / "events") overrides the plan (tests run a trace's
+    events without forcing, to show what forcing changes)."""
     root = Path(root) if root is not None else default_dir()
-    reverts = list(reverts)
     releases.adapter(version)
-    releases.check_reverts(version, reverts)
+    items = [(it[0], tuple(it[1]), it[2] if len(it) > 2 else None) for it in items]
+    for _f, rv, _m in items:
+        releases.check_reverts(version, list(rv))
     if do_install:
         install([version], root, say=say)
         install_extras(root, say=say)
     worker_path(root, version)  # not installed: one line, exit 2, before anything runs
-    label = releases.label(version, reverts)
+    labels = {rv: releases.label(version, list(rv)) for _f, rv, _m in items}
     outcomes: list[dict[str, Any] | None] = []
     jobs: list[dict[str, Any]] = []
     index: list[int] = []
-    for f in files:
-        trace, bad = _read(f)
-        if trace is None:
-            outcomes.append({"file": f, "status": ERROR, "message": bad, "table": [], "detail": []})
+    for f, rv, mode in items:
+        label = labels[rv]
+        pl, bad = _plan_file(f, version, list(rv))
+        if pl is not None and mode is not None and pl.mode != NOT_REPLAYABLE:
+            pl = releases.Plan(mode, f"{pl.why} (mode {mode} asked)")
+        if pl is None:
+            outcomes.append({"file": f, "status": ERROR, "message": bad, "table": [], "detail": [], "label": label})
             continue
-        pl = releases.plan(trace, version, reverts)
         if pl.mode == NOT_REPLAYABLE:
             outcomes.append({"file": f, "status": NOT_REPLAYABLE, "message": pl.why, "table": [], "detail": [],
                              "mode": pl.mode, "label": label})
             continue
         index.append(len(outcomes))
         outcomes.append(None)
-        jobs.append({"file": f, "mode": pl.mode, "label": label, "why": pl.why})
+        jobs.append({"file": f, "mode": pl.mode, "label": label, "why": pl.why, "reverts": list(rv)})
     t0 = time.time()
-    res: dict[str, Any] = {"version": version, "label": label, "reverted": [], "outcomes": outcomes}
+    single = next(iter(labels.values())) if len(labels) == 1 else version
+    res: dict[str, Any] = {"version": version, "label": single, "outcomes": outcomes}
     if jobs:
-        out = run_worker(version, jobs, reverts, root)
+        out = run_worker(version, jobs, root)
         if "error" in out:
-            raise UpstreamUsageError(f"SGLang {label}: {out['error']}")
+            raise UpstreamUsageError(f"SGLang {version}: {out['error']}")
         for i, j, o in zip(index, jobs, out["outcomes"]):
             o["why"] = j["why"]
             outcomes[i] = o
-        res["reverted"] = out.get("reverted", [])
         res["import_seconds"] = out.get("import_seconds")
     res["seconds"] = round(time.time() - t0, 1)
     return res
@@ -173,10 +201,10 @@ def exit_status(outcomes: Sequence[dict[str, Any]]) -> int:
 
 def report(res: dict[str, Any], steps: bool = True) -> str:
     out = [f"SGLang {res['label']}"]
-    for r in res.get("reverted", []):
-        out.append(f"  reverted with SGLang's source_patcher: {r}")
     for o in res["outcomes"]:
         out.append(line(o))
+        for r in o.get("reverted", []):
+            out.append(f"  reverted with SGLang's source_patcher: {r}")
         if o.get("why") and o["status"] not in (ERROR, NOT_REPLAYABLE):
             out.append(f"  plan: {o['why']}")
         if steps:
@@ -234,7 +262,7 @@ def confirm_note(trace: Any, against: str, root: Path | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="kvmc-confirm-") as d:
         f = str(Path(d) / "trace.itf.json")
         itf.write(f, trace)
-        out = run_worker(version, [{"file": f, "mode": pl.mode, "label": version}], [], root)
+        out = run_worker(version, [{"file": f, "mode": pl.mode, "label": version, "reverts": []}], root)
     if "error" in out:
         return f"not confirmed on SGLang {version}: {out['error'].splitlines()[0]}"
     o = out["outcomes"][0]

@@ -30,11 +30,9 @@ class Revert:
     yaml: str
 
 
-REVERTS: dict[str, Revert] = {
-    r.fix: r
-    for r in [
+_ALL: list[Revert] = [
         Revert(
-            "chunked_swa_page_reserve", 23174, ("0.5.11", "0.5.12.post1"),
+            "chunked_swa_page_reserve", 23174, ("0.5.11", "0.5.12.post1", "0.5.13"),
             "add_chunked_req: the chunk budget takes rem_swa_tokens without reserving a page, and a budget <= 0 "
             "falls back to rem_chunk_tokens instead of deferring the chunk",
             """
@@ -54,7 +52,7 @@ patches:
 """,
         ),
         Revert(
-            "retract_tail_free", 22862, ("0.5.11", "0.5.12.post1"),
+            "retract_tail_free", 22862, ("0.5.11", "0.5.12.post1", "0.5.13"),
             "StreamingSession match: prefix_len = min(C, |key| - 1) and the orphaned tail [prefix_len, A) is not freed "
             "(the assertion that prefix_len never drops below the slot's tree prefix, which holds only with the fixed "
             "formula, goes with it: 0.5.10.post1's SessionAwareCache had neither)",
@@ -90,34 +88,62 @@ patches:
           return set()
 """,
         ),
-    ]
-}
+        Revert(
+            "session_active", 22753, ("0.5.13",),
+            "busy check: every session slot holding KV is counted as session-held, also while its turn runs "
+            "(0.5.13 moved the check into scheduler_components/pool_stats_observer.py)",
+            """
+patches:
+  - target: sglang.srt.managers.scheduler_components.pool_stats_observer.SchedulerPoolStatsObserver.active_pool_idxs
+    edits:
+      - match: |
+          idxs = set()
+        prepend: |
+          return set()
+""",
+        ),
+]
+REVERTS: dict[str, list[Revert]] = {}
+for _r in _ALL:
+    REVERTS.setdefault(_r.fix, []).append(_r)
 
 
-def available(fix: str) -> Revert | None:
-    return REVERTS.get(fix)
+def available(fix: str, version: str) -> Revert | None:
+    """The revert of `fix` written for `version`, if any."""
+    return next((r for r in REVERTS.get(fix, []) if version in r.releases), None)
 
 
-def apply(fixes: list[str]) -> list[str]:
-    """Apply the reverts of `fixes` to the imported release; returns what was applied, one line
-    each. Raises RevertError (the patcher's message) when one does not apply."""
+def apply(fixes: list[str], version: str) -> tuple[list[str], list]:
+    """Apply the reverts of `fixes` to the imported release `version`. Returns what was applied
+    (one line each) and the patcher's states (`restore(states)` undoes them). Raises RevertError
+    (the patcher's message) when one does not apply; nothing stays applied then."""
     if not fixes:
-        return []
+        return [], []
+    import contextlib
+    import io
+
     from sglang.srt.debug_utils.source_patcher import apply_patches_from_config
 
-    done = []
+    done: list[str] = []
+    states: list = []
     for fix in fixes:
-        r = REVERTS.get(fix)
+        r = available(fix, version)
         if r is None:
-            raise RevertError(f"no revert of fix {fix!r} is known; revertible: {sorted(REVERTS)}")
+            restore(states)
+            raise RevertError(f"no revert of fix {fix!r} is written for SGLang {version}; revertible there: "
+                              f"{sorted(f for f in REVERTS if available(f, version))}")
         try:
-            import contextlib
-            import io
-
             with contextlib.redirect_stdout(io.StringIO()):  # the patcher prints each target
-                apply_patches_from_config(r.yaml)
+                states += apply_patches_from_config(r.yaml)
         except Exception as e:
+            restore(states)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise RevertError(f"reverting {fix} (#{r.pr}) does not apply to this release: {first}") from None
+            raise RevertError(f"reverting {fix} (#{r.pr}) does not apply to SGLang {version}: {first}") from None
         done.append(f"{fix} (#{r.pr}): {r.what}")
-    return done
+    return done, states
+
+
+def restore(states: list) -> None:
+    """Undo applied reverts (SGLang's PatchState.restore puts the original code back)."""
+    for st in reversed(states):
+        st.restore()

@@ -1,11 +1,13 @@
 """`python -m upstream.sched.worker`: replay many traces on one SGLang release in one process
 (worker side; its PYTHONPATH selects the release, upstream/install.py::release_path).
 
-Reads one JSON job on stdin: {"version": V, "reverts": [fix, ...], "jobs": [{"file": F, "mode":
-"reproduce" | "events", "label": L}, ...]}; applies the reverts (upstream/sched/reverts.py) once,
-before any scheduler is built; prints one JSON document on stdout: {"version", "import_seconds",
-"reverted": [...], "outcomes": [{"file", "status", ...}]}. Importing SGLang costs most of a replay
-(8-26 s); each trace after the first costs a fraction of a second.
+Reads one JSON job on stdin: {"version": V, "jobs": [{"file": F, "mode": "reproduce" | "events",
+"label": L, "reverts": [fix, ...]}, ...]}. Jobs run in order; each job's reverts
+(upstream/sched/reverts.py) are applied before its scheduler is built and undone after it (SGLang's
+own PatchState.restore), so one process serves a release with and without a fix. Prints one JSON
+document on stdout: {"version", "import_seconds", "family", "outcomes": [{"file", "status",
+"reverted", ...}]}. Importing SGLang costs most of a replay (8-26 s); each trace after the first
+costs a fraction of a second.
 """
 
 from __future__ import annotations
@@ -27,28 +29,31 @@ def main() -> int:
 
     try:
         harness.setup()
-        applied = reverts.apply(job.get("reverts", []))
-    except reverts.RevertError as e:
-        json.dump({"version": job["version"], "error": str(e)}, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
+        family = harness.family()
     except Exception as e:  # the release does not import or build on this machine
         json.dump({"version": job["version"], "error": f"{type(e).__name__}: {e}",
                    "detail": traceback.format_exc(limit=8).splitlines()[-12:]}, sys.stdout)
         sys.stdout.write("\n")
         return 0
-    out: dict[str, Any] = {"version": job["version"], "import_seconds": round(time.time() - t0, 1), "reverted": applied,
-                           "family": harness.family(), "outcomes": []}
+    out: dict[str, Any] = {"version": job["version"], "import_seconds": round(time.time() - t0, 1), "family": family,
+                           "outcomes": []}
     for j in job["jobs"]:
+        applied: list[str] = []
+        states: list = []
         try:
-            trace = itf.read(j["file"])
-        except ItfError as e:
+            applied, states = reverts.apply(j.get("reverts", []), job["version"])
+        except reverts.RevertError as e:
             o = driver._outcome(driver.ERROR, message=str(e))
         else:
-            o = driver.replay(trace, j["mode"], j["label"])
-        o["file"] = j["file"]
-        o["mode"] = j["mode"]
-        o["label"] = j["label"]
+            try:
+                trace = itf.read(j["file"])
+            except ItfError as e:
+                o = driver._outcome(driver.ERROR, message=str(e))
+            else:
+                o = driver.replay(trace, j["mode"], j["label"])
+            finally:
+                reverts.restore(states)
+        o.update(file=j["file"], mode=j["mode"], label=j["label"], reverted=applied)
         out["outcomes"].append(_jsonable(o))
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
