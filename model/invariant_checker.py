@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .radix_cache import counters
+from . import session
 from .session import holds_range
 from .state import CHUNKED, NO_BATCH, OOM_NONE, RUNNING, State
 from .transition import Ctx
@@ -69,14 +70,25 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
     H_F: Any = 0
     H_S: Any = 0
     variant = x.variant("session_active")
+    owned = x.variant("session_record") == "owned_at_alloc"
     for i, r in enumerate(cfg.streaming_sessions):
-        if variant is None:
+        A_s, _C_s, P_s, E_s = session.record(x, s, i)
+        f, w = holds_range(x, A_s, P_s, E_s)
+        if owned:
+            # v0.5.22 (pool_stats_observer.py:27-45, invariant_checker.py:274-310): every session record
+            # holding a row is session-held, also while a turn borrows it, and the borrowing turn is not
+            # uncached (#22753's de-duplication, by record identity; without it the row counts twice)
+            held = s.slot_holding[i]
+            if variant is not None:
+                dedup = x.and_(counted[r], session.lent(x, s, i))
+                U_F = U_F - x.ite(dedup, f, 0)
+                U_S = U_S - x.ite(dedup, w, 0)
+        elif variant is None:
             held = s.slot_holding[i]
         elif variant == "is_active":
             held = x.and_(s.slot_holding[i], x.not_(s.slot_is_active[i]))
         else:  # active_idx: the slot's req_pool_idx is not used by a batch request
             held = x.and_(s.slot_holding[i], x.not_(counted[r]))
-        f, w = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
         H_F = H_F + x.ite(held, f, 0)
         H_S = H_S + x.ite(held, w, 0)
     cnt = counters(x, s)

@@ -11,6 +11,16 @@ request restores that row instead of matching the tree; the slot is *not* cleare
 request rejected by the PrefillAdder restores again on the next pass). Session slot i belongs to
 request slot `config.streaming_sessions[i]`, and its row is that request slot's row.
 
+The record across releases (design flag `session_record`): off = copy-on-save / copy-on-restore
+(v0.5.11-0.5.18, `SessionSlot.save_from_req` copies the request's numbers); `shared` (#37108,
+v0.5.19-0.5.21: the slot takes the request's `ReqKvInfo` at the first save and every later turn
+runs on that object; kvmc keeps the copy and reads a lent record through the request, `record`,
+which is what sharing means for every count: no count changes); `owned_at_alloc` (v0.5.22+,
+session/streaming_session.py rewritten: the slot takes the record and the tree lock at the first
+turn's row allocation, `take`, and the busy check counts every record holding a row as
+session-held, the borrowing turn not as uncached, model/invariant_checker.py). Since v0.5.19
+(`session_rewind_page_floor`) a restore whose SWA cursor is past the prefix rewinds to a page.
+
 Abstracted: one session per streaming request slot; aborts, the close-on-finish deferral of #21875
 and spec-v2 overshoot trims are not modelled (no speculative decoding with sessions).
 """
@@ -21,7 +31,7 @@ from typing import Any
 
 from . import allocator, radix_cache
 from .radix_cache import MatchResult
-from .state import VIRTUAL, State
+from .state import CHUNKED, ROOT, RUNNING, VIRTUAL, State
 from .radix_cache import DRIFT_FIELDS
 from .transition import Ctx, transition
 
@@ -31,6 +41,49 @@ def holds_range(x: Ctx, A: Any, P: Any, E: Any) -> tuple[Any, Any]:
     full = x.ceil_page(A) - P
     swa = x.clamp0(x.ceil_page(A) - x.max(P, E)) if x.cfg.hybrid_swa else 0
     return full, swa
+
+
+def lent(x: Ctx, s: State, i: int) -> Any:
+    """Session slot i's record is borrowed by its running turn (the request holds its row through the
+    slot: a restored turn, or since v0.5.22 the first turn after `take`)."""
+    r = x.cfg.streaming_sessions[i]
+    return x.and_(s.slot_holding[i], x.or_(s.status[r] == RUNNING, s.status[r] == CHUNKED), s.last_node[r] == VIRTUAL)
+
+
+def record(x: Ctx, s: State, i: int) -> tuple[Any, Any, Any, Any]:
+    """(A, C, P, E) of session slot i's KV record. kvmc keeps the slot's numbers as a copy made at
+    `save_from_req` (v0.5.11-0.5.18 copy-on-save); since v0.5.19 (#37108, `session_record`) the slot and
+    its running turn share one `ReqKvInfo`, so while the record is lent its numbers are the request's."""
+    r = x.cfg.streaming_sessions[i]
+    slot = (s.slot_kv_allocated_len[i], s.slot_kv_committed_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
+    if x.variant("session_record") is None:
+        return slot
+    req = (s.kv_allocated_len[r], s.kv_committed_len[r], s.cache_protected_len[r], s.swa_evicted_seqlen[r])
+    on = lent(x, s, i)
+    return tuple(x.ite(on, a, b) for a, b in zip(req, slot))  # type: ignore[return-value]
+
+
+@transition(
+    "session/streaming_session.py::StreamingSession.take (v0.5.22, via allocation.maybe_hand_to_session)",
+    modifies=("slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen",
+              "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "last_node", "swa_lock_top"),
+)
+def take(x: Ctx, s: State, r: int, i: int) -> State:
+    """v0.5.22+ (`session_record=owned_at_alloc`): the first turn's record and tree lock go to slot i
+    when the turn gets its row; the request borrows them from then on (its lock node becomes the
+    slot's virtual node). kvmc takes them at the turn's first checkpoint, right after its prefill
+    publishes the prompt (`try_checkpoint`: the insert moves the slot's lock to the deepest
+    inserted node), which is the same iteration: nothing runs between the allocation and it."""
+    return s.slot(
+        i,
+        slot_holding=True,
+        slot_kv_allocated_len=s.kv_allocated_len[r],
+        slot_kv_committed_len=s.kv_committed_len[r],
+        slot_swa_evicted_seqlen=s.swa_evicted_seqlen[r],
+        slot_cache_protected_len=s.cache_protected_len[r],
+        slot_last_node=s.last_node[r],
+        slot_swa_lock_top=s.swa_lock_top[r],
+    ).req(r, last_node=VIRTUAL, swa_lock_top=ROOT)
 
 
 @transition(
@@ -49,6 +102,11 @@ def restore_to_req(x: Ctx, s: State, r: int, i: int, key_len: Any) -> tuple[Stat
     P = s.slot_cache_protected_len[i]
     if x.on("retract_tail_free"):
         prefix = x.min(C, key_len)
+        if x.on("session_rewind_page_floor") and x.ps > 1:
+            # v0.5.19: a rewind below the SWA cursor lands on a page (the row free splits SWA-dead from
+            # SWA-alive at the cursor; a cut inside a page would free it twice)
+            prefix = x.ite(E > prefix, x.floor_page(prefix), prefix)
+            C = x.min(C, prefix)
         old_full, old_swa = holds_range(x, A, P, E)
         A, C, E = prefix, x.min(C, prefix), x.min(E, prefix)
         new_full, new_swa = holds_range(x, A, P, E)

@@ -257,6 +257,10 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
             # a later streaming turn (restored from its slot) skips the tree
             restored = s.last_node[r] == VIRTUAL
             s1 = x.branch(restored, lambda: s, lambda: radix_cache.cache_unfinished_req(x, s, r, f"unfinished[{r}]"))
+            i = x.cfg.slot_of(r)
+            if i is not None and x.variant("session_record") == "owned_at_alloc":
+                # v0.5.22: the first turn's prompt is published and the slot owns record and lock
+                s1 = x.branch(restored, lambda: s1, lambda: session.take(x, s1, r, i))
             return s1.req(r, status=RUNNING)
 
         s = x.branch(finished, finish, lambda: x.branch(done, keep, lambda: s))

@@ -632,6 +632,9 @@ class Scheduler:
             else:
                 if not req.virtual:
                     self.cache_unfinished_req(req, ch, f"unfinished[{req.rid}]")
+                    i = self.cfg.slot_of(req.rid)
+                    if i is not None and self.design.variant("session_record") == "owned_at_alloc":
+                        self.take(req, self.slots[i])
                 self.running.append(req)
         self.last_batch = EXTEND_BATCH
 
@@ -721,6 +724,15 @@ class Scheduler:
         slot.is_active = True
         req.req_pool_idx = slot.req_pool_idx
         return Restored(prefix, P, E)
+
+    def take(self, req: Req, slot: SessionSlot) -> None:
+        """v0.5.22 `StreamingSession.take`: the slot owns the first turn's record and tree lock; the
+        request borrows them (its lock node is the slot's virtual node)."""
+        slot.req_pool_idx = req.req_pool_idx
+        slot.kv_allocated_len, slot.kv_committed_len = req.kv_allocated_len, req.kv_committed_len
+        slot.swa_evicted_seqlen, slot.cache_protected_len = req.swa_evicted_seqlen, req.cache_protected_len
+        slot.lock, slot.virtual = req.lock, False
+        req.lock, req.virtual = None, True
 
     def save_from_req(self, req: Req, slot: SessionSlot) -> None:
         first = not slot.holding
@@ -1001,16 +1013,27 @@ class Scheduler:
         u_s = sum(max(0, ceil_page(r.kv_allocated_len, ps) - max(r.cache_protected_len, r.swa_evicted_seqlen)) for r in counted)
         h_f = h_s = 0
         sv = self.design.variant("session_active")
+        record = self.design.variant("session_record")
         active_rows = {r.req_pool_idx for r in counted}
         for slot in self.slots:
             if not slot.holding:
                 continue
-            if sv == "is_active" and slot.is_active:
+            A, P, E = slot.kv_allocated_len, slot.cache_protected_len, slot.swa_evicted_seqlen
+            borrower = self.reqs[slot.rid]
+            lent = borrower.virtual and self.holds_kv(borrower)
+            if record is not None and lent:  # one shared record (v0.5.19+): the running turn's numbers
+                A, P, E = borrower.kv_allocated_len, borrower.cache_protected_len, borrower.swa_evicted_seqlen
+            f = ceil_page(A, ps) - P
+            w = max(0, ceil_page(A, ps) - max(P, E))
+            if record == "owned_at_alloc":  # v0.5.22: every record is session-held; its borrower is not uncached
+                if sv is not None and lent and borrower in counted:
+                    u_f, u_s = u_f - f, u_s - w
+            elif sv == "is_active" and slot.is_active:
                 continue
-            if sv == "active_idx" and slot.req_pool_idx in active_rows:
+            elif sv == "active_idx" and slot.req_pool_idx in active_rows:
                 continue
-            h_f += ceil_page(slot.kv_allocated_len, ps) - slot.cache_protected_len
-            h_s += max(0, ceil_page(slot.kv_allocated_len, ps) - max(slot.cache_protected_len, slot.swa_evicted_seqlen))
+            h_f += f
+            h_s += w
         full_sum = self.alloc.full_available_size() + evictable + protected + h_f + u_f
         ok = full_sum == self.p.full_tokens
         terms = dict(available=self.alloc.full_available_size(), evictable=evictable, protected=protected,
