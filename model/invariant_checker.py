@@ -16,6 +16,16 @@ Design flags: `swa_busy_check` (#21499; off = the released v0.5.10.post1 check, 
 `evictable_size()` on SWARadixCache and raises NotImplementedError; `full_pool_only` = main between
 #22562 and #21499), `session_active` (#22213 / #22753), `spec_topk_busy_check` (#27228),
 `busy_check_chunked_req` (#37502).
+
+The idle-time check (`self_check_during_idle`): `Scheduler.on_idle` (managers/scheduler.py, v0.5.13+;
+`check_memory` before) runs when an iteration found no batch and the server is fully idle (no
+running or chunked request, nothing waiting); it checks each pool's equation without uncached
+tokens (every slot holding KV counts as session-held: no batch owns one), the req_to_token pool
+(`free + session-held rows == size`, `_check_req_pool`) and, with
+`SGLANG_ENABLE_TREE_CACHE_SANITY_CHECK` (always before v0.5.19), the tree: `sanity_check` of
+SWARadixCache / UnifiedRadixCache, every node's full and SWA `lock_ref` zero and each evictable
+counter equal to its LRU list's size. Only the SWA-capable caches run it (`_check_tree_cache`), and
+UnifiedRadixCache skips it while a session holds KV (a session keeps its first-turn lock by design).
 """
 
 from __future__ import annotations
@@ -23,11 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .radix_cache import counters
+from .radix_cache import counters, lock_refs
 from . import session
 from .session import holds_range
-from .state import CHUNKED, NO_BATCH, OOM_NONE, RUNNING, State
-from .transition import Ctx
+from .state import CHUNKED, FINISHED, NEW, NO_BATCH, OOM_NONE, RUNNING, State
+from .transition import Ctx, transition
 
 
 @dataclass(frozen=True)
@@ -110,3 +120,57 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
         swa_session_held=H_S, swa_uncached=U_S, swa_sum=swa_sum, swa_total=x.p.swa_tokens,
     )
     return BusyCheck(ran, crashed, full_ok, swa_ok, fired, terms)
+
+
+@dataclass(frozen=True)
+class IdleCheck:
+    idle: Any  # `on_idle` ran its checks: no batch this iteration, nothing running, chunked or waiting
+    full_ok: Any
+    swa_ok: Any  # True without hybrid SWA
+    req_ok: Any
+    tree_ok: Any  # the tree sanity check passed (True where it does not run)
+    fired: Any  # "memory leak detected" / "req_to_token_pool memory leak detected" / a sanity assertion
+    terms: dict
+
+
+def is_fully_idle(x: Ctx, s: State) -> Any:
+    """`is_fully_idle()` where `on_idle` is called: this iteration ran no batch, no request is
+    running, chunked or waiting (a NEW request has not arrived; a FINISHED one is gone)."""
+    quiet = [x.or_(s.status[r] == NEW, s.status[r] == FINISHED) for r in range(x.cfg.num_reqs)]
+    return x.and_(s.last_batch == NO_BATCH, s.oom == OOM_NONE, *quiet)
+
+
+@transition("managers/scheduler.py::Scheduler.on_idle (InvariantChecker._check_all_pools, _check_req_pool, "
+            "_check_tree_cache)", modifies=())
+def self_check_during_idle(x: Ctx, s: State) -> IdleCheck:
+    """SGLang's idle-time check on state `s` (module docstring): pool equations without uncached
+    tokens, the req_to_token pool, and the tree sanity check where SGLang runs it."""
+    cfg = x.cfg
+    idle = is_fully_idle(x, s)
+    H_F: Any = 0
+    H_S: Any = 0
+    n_held: Any = 0
+    for i in range(len(cfg.streaming_sessions)):
+        f, w = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
+        H_F = H_F + x.ite(s.slot_holding[i], f, 0)
+        H_S = H_S + x.ite(s.slot_holding[i], w, 0)
+        n_held = n_held + x.ite(s.slot_holding[i], 1, 0)
+    cnt = counters(x, s)
+    full_ok = s.full_available + cnt.full_evictable + cnt.full_protected + H_F == x.p.full_tokens
+    swa_ok: Any = True
+    if cfg.hybrid_swa and not getattr(cfg, "swa_ring", False):  # a per-request SWA ring has no SWA pool to balance
+        swa_ok = s.swa_available + cnt.swa_evictable + cnt.swa_protected + H_S == x.p.swa_tokens
+    req_ok = s.req_pool_available + n_held == x.p.req_pool_size
+    tree_ok: Any = True
+    if cfg.hybrid_swa:  # SWARadixCache / UnifiedRadixCache; the plain RadixCache has no sanity check
+        full_ref, swa_ref = lock_refs(x, s)
+        unlocked = [ref == 0 for ref in [*full_ref, *swa_ref]]
+        exact = [s.full_evictable_drift == 0, s.swa_evictable_drift == 0]
+        runs = x.not_(x.or_(*s.slot_holding)) if cfg.hicache else True
+        tree_ok = x.implies(runs, x.and_(*unlocked, *exact))
+    fired = x.and_(idle, x.not_(x.and_(full_ok, swa_ok, req_ok, tree_ok)))
+    terms = dict(available=s.full_available, evictable=cnt.full_evictable, protected=cnt.full_protected,
+                 session_held=H_F, total=x.p.full_tokens, swa_available=s.swa_available, swa_evictable=cnt.swa_evictable,
+                 swa_protected=cnt.swa_protected, swa_session_held=H_S, swa_total=x.p.swa_tokens,
+                 req_free=s.req_pool_available, session_rows=n_held, req_total=x.p.req_pool_size)
+    return IdleCheck(idle, full_ok, swa_ok, req_ok, tree_ok, fired, terms)
