@@ -265,6 +265,43 @@ FIXES: dict[str, Fix] = {
             off="the prefix is min(C, |key|) whatever the SWA cursor",
         ),
         Fix(
+            "enqueue_clip_max_new",
+            25126,
+            "",
+            "v0.5.12.post1",
+            "Scheduler.init_req_max_new_tokens clips max_new_tokens at enqueue to max(0, min(max_new, max_req_len - |input| "
+            "- 1, max_total_num_tokens - ceil_page(|input|) - page_size - 1)) (max_req_len = max_total_num_tokens - 1: the "
+            "context length is not modelled; max_total_num_tokens = the full pool)",
+            off="max_new_tokens as the request sent it",
+        ),
+        Fix(
+            "load_back_reselect",
+            39283,
+            "",
+            "v0.5.20",
+            "when a HiCache load-back loads nothing, add_one_req selects the admission again with no host hit: the total, "
+            "SWA (on ceil_page(extend), no host term) and input gates and the chunk decision run on the device prefix",
+            off="a failed load-back admits with the device prefix's extend under the gates passed with the host hit",
+        ),
+        Fix(
+            "pass_budget_break",
+            0,
+            "",
+            "v0.5.23",
+            "_get_new_batch_prefill_raw stops before a candidate when budget_state() is OTHER (the pass's input or chunk "
+            "budget is spent, e.g. by the resumed chunk) (PR not identified)",
+            off="the first waiting request is offered to add_one_req even when the chunked request spent the input budget",
+        ),
+        Fix(
+            "admission_rows_held",
+            0,
+            "",
+            "v0.5.23",
+            "get_num_allocatable_reqs(num_held_rows): the pass may admit up to free rows + rows that admitted requests already "
+            "hold (the continuing chunk, a session borrower) (PR not identified; #37583 reports the starvation)",
+            off="the pass stops when |can_run| >= free request rows, counting the chunked request that holds its own row",
+        ),
+        Fix(
             "swa_req_ring",
             0,
             "",
