@@ -39,7 +39,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,15 +119,9 @@ def run_job(job: Job) -> dict[str, Any]:
     check = engine_check_config(job.engine)
     # LEMMAS, not a helper: a `--base-rev` side imports an older specs/lemmas.py that has only LEMMAS
     extra = {"lemmas": [n for n in LEMMAS if n not in job.without_lemmas]} if job.without_lemmas else {}
-    try:
-        rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
-    except Exception as e:
-        where = _patch_frame(e, job.side.patches)
-        if where is None:
-            raise
-        # a reviewer's override raised while the model ran: their error, named by their line (exit 2)
-        raise PatchError(f"{where[0]}:{where[1]}: {type(e).__name__} while checking config {job.config} "
-                         f"({job.side.label or 'design'} side): {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")) from None
+    # a reviewer's patch that raises while the model runs raises model/patch.py's PatchError
+    # (`FILE:LINE: ...`), which crosses the process boundary and is reported as bad input (exit 2)
+    rep = check(design, cfg, list(job.props), job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
     out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
                            "seconds": round(rep.seconds, 2), "results": {}}
     sysm = model.system.System(cfg, design)
@@ -159,21 +152,6 @@ def run_job(job: Job) -> dict[str, Any]:
             d["bmc_depth"] = r.meta["bmc_depth"]
         out["results"][name] = d
     return out
-
-
-def _patch_frame(e: BaseException, patches: tuple[str, ...]) -> tuple[str, int] | None:
-    """(file, line) of the innermost frame of `e`'s traceback in one of the override files."""
-    if not patches:
-        return None
-    files = {str(Path(f).resolve()) for f in patches}
-    hit = None
-    for fr in traceback.extract_tb(e.__traceback__):
-        try:
-            if str(Path(fr.filename).resolve()) in files:
-                hit = (fr.filename, fr.lineno or 0)
-        except OSError:
-            continue
-    return hit
 
 
 def _in_pool_worker() -> None:

@@ -198,3 +198,16 @@ def test_check_all_presets_in_one_report(tmp_path: Path, capsys: pytest.CaptureF
     assert rc == 0, err
     data = json.loads(out)
     assert [c["design"] for c in data["checks"]] == list(PRESETS)
+
+
+def test_a_patch_that_raises_while_the_model_runs_is_one_file_line_exit_2(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "newly broken" (exit 1), not an internal error: the reviewer's line, exit 2."""
+    f = tmp_path / "raising.py"
+    f.write_text('REPLACES = "free"\n\n\ndef replacement(x, s, full, swa=0):\n    raise ValueError("no free today")\n')
+    rc, out, err = _review(capsys, "--head-patch", str(f), "--config", "small", "--property", "conservation",
+                           "--depth", "2", "--out", str(tmp_path / "cx"), "--progress", "none")
+    assert rc == 2, (rc, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"{f}:5:" in lines[0] and "ValueError" in lines[0] and "no free today" in lines[0], err
+    assert "Traceback" not in err
