@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import allocator, hicache, radix_cache
+from . import allocator, enqueue, hicache, radix_cache
 from .radix_cache import MatchResult
 from .state import RUNNING, State
 from .transition import Ctx, transition
@@ -88,8 +88,9 @@ def ratio(x: Ctx) -> tuple[int, int]:
 
 
 def max_new_remaining(x: Ctx, s: State, r: int) -> Any:
-    """min(max(max_new_tokens - len(output_ids), 0), CLIP_MAX_NEW_TOKENS)."""
-    return x.min(x.clamp0(x.p.max_new_tokens[r] - s.output_len[r]), x.cfg.clip_max_new_tokens)
+    """min(max(max_new_tokens - len(output_ids), 0), CLIP_MAX_NEW_TOKENS); max_new_tokens as enqueued
+    (model/enqueue.py)."""
+    return x.min(x.clamp0(enqueue.max_new_tokens(x, s, r) - s.output_len[r]), x.cfg.clip_max_new_tokens)
 
 
 @transition("managers/schedule_policy.py::PrefillAdder.__init__", modifies=())
@@ -306,7 +307,7 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
         def append() -> tuple[State, Adder]:
             s3, top = radix_cache.inc_lock_ref(x, s2, last)  # _req_inc_lock_ref: the persistent lock
             s3 = s3.req(r, cache_protected_len=protected, last_node=last, swa_lock_top=top, swa_evicted_seqlen=m.swa_evicted_seqlen)
-            mnt = x.ite(whole, x.min(x.p.max_new_tokens[r], x.cfg.clip_max_new_tokens), 0)
+            mnt = x.ite(whole, x.min(enqueue.max_new_tokens(x, s, r), x.cfg.clip_max_new_tokens), 0)
             ad2 = _update_prefill_budget(x, ad, ext_admitted, mnt)
             ad2 = ad2.at("can_run", r, True).at("extend", r, ext_admitted).at("prefix", r, prefix)
             ad2 = ad2.at("new_chunked", r, x.not_(whole)).at("fresh_slot", r, fresh_slot)
@@ -341,7 +342,7 @@ def add_chunked_req(x: Ctx, s: State, ad: Adder, r: int) -> tuple[Adder, Any]:
     budget = x.ite(x.and_(budget <= 0, x.not_(deferred)), rc, budget)  # "must be added or its KV leaks"
     truncated = extend > budget
     ext = x.min(extend, budget)
-    mnt = x.ite(truncated, 0, x.min(x.p.max_new_tokens[r], x.cfg.clip_max_new_tokens))
+    mnt = x.ite(truncated, 0, x.min(enqueue.max_new_tokens(x, s, r), x.cfg.clip_max_new_tokens))
     appended = _update_prefill_budget(x, ad, ext, mnt)
     if x.cfg.swa_ring:  # the ring was charged at the first admission
         appended = appended.set(rem_swa_token_offset=ad.rem_swa_token_offset)
