@@ -252,6 +252,20 @@ def input_gate(x: Ctx, ad: Adder, tokens: Any) -> Any:
     return x.and_(tokens >= ad.rem_input_tokens, ad.any_admitted(x))
 
 
+def _reselect_after_failed_load(x: Ctx, s: State, ad: Adder, needs_load: Any, prefix: Any, m: MatchResult, extend: Any,
+                                total_tokens: Any, max_new: Any, lock: tuple, recheck: Any, rc: Any) -> tuple[Any, Any]:
+    """v0.5.20 (#39283, `_select_prefill_admission` after `init_load_back`): a load-back that loaded
+    nothing (kvmc's load is all or nothing: `prefix` stayed the device prefix) selects the admission
+    again with host hits 0, still under the temporary lock: the total gate, the SWA gate on
+    ceil_page(extend) with no host term (and its chunk cap), then the input gate and the chunk
+    decision on the device prefix (which add_one_req computes from `prefix` anyway). Returns the
+    (NO_TOKEN, chunk limit) that stand."""
+    failed = x.and_(needs_load, prefix == m.prefix_len)
+    swa_budget = _swa_budget_for_req(x, ad, x.ceil_page(extend), max_new, 0) if swa_gate_on(x) else 0
+    again, rc0 = _token_gates(x, s, ad, total_tokens, swa_budget, lock, max_new, 0)
+    return x.ite(failed, again, recheck), (rc if rc is None else x.ite(failed, rc0, rc))
+
+
 @transition(
     "managers/schedule_policy.py::PrefillAdder.add_one_req",
     modifies=(
@@ -289,6 +303,9 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
             lambda: hicache.init_load_back(x, s1, r, m, lock),
             lambda: (s1, m.prefix_len, m.last_device_node),
         )
+        if x.cfg.hicache and x.on("load_back_reselect"):
+            recheck, rc = _reselect_after_failed_load(x, s2, ad, needs_load, prefix, m, extend, total_tokens, max_new,
+                                                      lock, recheck, rc)
         # the match set cache_protected_len; a load-back resets it to the grown prefix (step 11)
         protected = x.ite(needs_load, prefix, m.cache_protected_len)
         ext = fill - prefix
