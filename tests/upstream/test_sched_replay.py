@@ -204,3 +204,24 @@ def test_corrupt_and_unreplayable_traces_exit_2_without_a_worker(sched_root: Pat
     assert "not replayable: speculative decoding" in p.stdout
     assert "imports" not in p.stdout  # decided in the parent: no SGLang process was started
     assert sorted(q.name for q in tmp_path.iterdir()) == before
+
+
+# -- kvmc check --confirm sglang==V ----------------------------------------------------------------------
+def test_confirm_note_reproduces_a_counterexample_kvmc_check_found(sched_root: Path) -> None:
+    """What `kvmc check --confirm sglang==V` adds to a counterexample it writes (the trace as the
+    engine returns it: no verdict in its meta yet)."""
+    from checker.traces import itf
+
+    t = itf.read(_one_corpus_trace())
+    t.meta = {}
+    note = sr.confirm_note(t, "sglang==0.5.10.post1", sched_root)
+    assert note.startswith("confirmed on SGLang 0.5.10.post1") and "#21499" in note, note
+
+
+def test_check_confirm_bad_release_is_rejected_before_the_search(tmp_path: Path) -> None:
+    p = _kvmc(["check", "--without", "swa_busy_check", "--config", "hybrid_swa", "--depth", "1", "--out", str(tmp_path),
+               "--confirm", "sglang==0.5.23"], REPO)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "no scheduler adapter" in lines[0], p.stderr
+    assert list(tmp_path.iterdir()) == []

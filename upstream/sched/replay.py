@@ -261,10 +261,10 @@ def confirm_note(trace: Any, against: str, root: Path | None = None) -> str:
         return f"not confirmed on SGLang {version}: not replayable: {pl.why}"
     with tempfile.TemporaryDirectory(prefix="kvmc-confirm-") as d:
         f = str(Path(d) / "trace.itf.json")
-        itf.write(f, trace)
+        itf.write(f, trace, {"verdict": "violated", "expected": "violation"})  # kvmc check found it violated
         out = run_worker(version, [{"file": f, "mode": pl.mode, "label": version, "reverts": []}], root)
     if "error" in out:
-        return f"not confirmed on SGLang {version}: {out['error'].splitlines()[0]}"
+        return f"not confirmed on SGLang {version}: {out['error'].splitlines()[-1]}"
     o = out["outcomes"][0]
     if o["status"] == REPRODUCED:
         return f"confirmed on SGLang {version} ({pl.why})"
