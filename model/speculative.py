@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import allocator
+from . import allocator, enqueue
 from .state import OOM_DECODE, State
 from .transition import Ctx, transition
 
@@ -91,7 +91,7 @@ def eagle_decode_step(x: Ctx, s: State, batch: tuple) -> State:
         def accept() -> State:
             s2 = allocator.alloc(x, s1, verify)
             for r in range(R):
-                room = x.max(1, x.min(D, x.p.max_new_tokens[r] - s2.output_len[r]))
+                room = x.max(1, x.min(D, enqueue.max_new_tokens(x, s2, r) - s2.output_len[r]))
                 with x.path(batch[r]):
                     a = x.ite(batch[r], x.choose_int(f"accept[{r}]", 1, room), 0)
                 seq = s2.kv_committed_len[r]
@@ -165,7 +165,7 @@ def spec_v2_decode_step(x: Ctx, s: State, batch: tuple) -> State:
     def verify() -> State:
         s1 = allocator.alloc(x, s, need)
         for r in range(R):
-            room = x.max(1, x.min(D, x.p.max_new_tokens[r] - s1.output_len[r]))
+            room = x.max(1, x.min(D, enqueue.max_new_tokens(x, s1, r) - s1.output_len[r]))
             with x.path(batch[r]):
                 a = x.ite(batch[r], x.choose_int(f"accept[{r}]", 1, room), 0)
             s1 = s1.req(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import hicache, prefill_adder, radix_cache, schedule_batch, session, speculative
+from . import enqueue, hicache, prefill_adder, radix_cache, schedule_batch, session, speculative
 from .config import Config, Params
 from .designs import Design
 from .ops import Ops
@@ -215,7 +215,12 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
             ad = x.branch(is_chunked, lambda r=r: prefill_adder.add_chunked_req(x, s, ad, r)[0], lambda: ad)
     for r in range(R):
         admitted = x.sum(x.ite(ad.can_run[q], 1, 0) for q in range(R))
-        consider = x.and_(s.status[r] == WAITING, x.not_(ad.stopped), admitted < s.req_pool_available)
+        rows = s.req_pool_available  # `get_num_allocatable_reqs` (max_running_requests is not a bound here)
+        if x.on("admission_rows_held"):  # v0.5.23: + rows the admitted requests already hold
+            rows = rows + x.sum(x.ite(x.and_(ad.can_run[q], x.not_(ad.fresh_slot[q])), 1, 0) for q in range(R))
+        consider = x.and_(s.status[r] == WAITING, x.not_(ad.stopped), admitted < rows)
+        if x.on("pass_budget_break"):  # v0.5.23: a spent input or chunk budget admits no one
+            consider = x.and_(consider, prefill_adder.budget_state(x, s, ad) != prefill_adder.OTHER)
 
         def try_admit(r: int = r) -> tuple[State, Adder]:
             with x.scope(f"admit[{r}]"):
@@ -247,7 +252,7 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
         chunk = x.and_(ran, ad.new_chunked[r])
         done = x.and_(ran, x.not_(ad.new_chunked[r]))
         out = s.output_len[r] + x.ite(done, 1, 0)
-        finished = x.and_(done, out >= x.p.max_new_tokens[r])
+        finished = x.and_(done, out >= enqueue.max_new_tokens(x, s, r))
         s = s.req(r, output_len=out, in_last_batch=ran, status=x.ite(chunk, CHUNKED, s.status[r]))
 
         def finish(r: int = r) -> State:
@@ -308,7 +313,7 @@ def run_decode_batch(x: Ctx, s: State) -> State:
         def results() -> State:
             s2 = s1
             for r in range(R):
-                fin = x.and_(batch[r], s2.output_len[r] >= x.p.max_new_tokens[r])
+                fin = x.and_(batch[r], s2.output_len[r] >= enqueue.max_new_tokens(x, s2, r))
                 s2 = x.branch(
                     fin,
                     lambda r=r: schedule_batch.release_kv_cache(x, s2, r, True, f"finish[{r}]").req(r, status=FINISHED),

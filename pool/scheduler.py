@@ -253,6 +253,10 @@ class PrefillAdder:
                 prefix = prefix_len + int(new.numel())
                 last_node = m.best_match_node
                 prefix_indices = torch.cat([m.device_indices, new])
+            elif sch.design.on("load_back_reselect"):  # v0.5.20 (#39283): select again with no host hit
+                swa0 = self._swa_budget_for_req(ceil_page(extend, ps), max_new, 0) if self.swa_gate_on() else 0
+                again, rc0 = self._token_gates(total_tokens, swa0, max_new, 0)
+                recheck, rc = again, (rc if rc is None else rc0)
         protected = prefix if loaded else (restored.protected if restored else m.prefix_len)
         ext = fill - prefix
         in_tokens = ceil_page(ext, ps)
@@ -274,7 +278,7 @@ class PrefillAdder:
             req.swa_evicted_seqlen = restored.swa_evicted_seqlen if restored else 0
             req.prefix_indices = prefix_indices
             ext_admitted = ext if whole else trunc
-            mnt = min(sch.p.max_new_tokens[req.rid], sch.cfg.clip_max_new_tokens) if whole else 0
+            mnt = min(sch.max_new_tokens(req), sch.cfg.clip_max_new_tokens) if whole else 0
             self._update_prefill_budget(ext_admitted, mnt)
             self.can_run[req.rid] = Admission(ext_admitted, prefix, not whole, fresh)
         sch.tree.dec_lock_ref(tmp)
@@ -308,7 +312,7 @@ class PrefillAdder:
             return
         truncated = extend > budget
         ext = min(extend, budget)
-        mnt = 0 if truncated else min(sch.p.max_new_tokens[req.rid], sch.cfg.clip_max_new_tokens)
+        mnt = 0 if truncated else min(sch.max_new_tokens(req), sch.cfg.clip_max_new_tokens)
         self._update_prefill_budget(ext, mnt, continuation=True)
         self.can_run[req.rid] = Admission(ext, prefix, truncated, False)
 
@@ -423,7 +427,14 @@ class Scheduler:
 
     # -- helpers -----------------------------------------------------------------------------------
     def max_new_remaining(self, req: Req) -> int:
-        return min(max(self.p.max_new_tokens[req.rid] - req.output_len, 0), self.cfg.clip_max_new_tokens)
+        return min(max(self.max_new_tokens(req) - req.output_len, 0), self.cfg.clip_max_new_tokens)
+
+    def max_new_tokens(self, req: Req) -> int:
+        """max_new_tokens as enqueued (`init_req_max_new_tokens`, #25126: enqueue_clip_max_new)."""
+        m = self.p.max_new_tokens[req.rid]
+        if not self.design.on("enqueue_clip_max_new"):
+            return m
+        return max(0, min(m, self.p.full_tokens - ceil_page(req.origin_input_len, self.ps) - self.ps - 1))
 
     def row(self, req_or_idx: Any, lo: int, hi: int) -> torch.Tensor:
         idx = req_or_idx if isinstance(req_or_idx, int) else req_or_idx.req_pool_idx
@@ -533,7 +544,12 @@ class Scheduler:
             for req in sorted(self.chunked, key=lambda q: q.rid):
                 ad.add_chunked_req(req)
         for req in sorted(self.waiting, key=lambda q: q.rid):
-            if ad.stopped or len(ad.can_run) >= self.req_pool.available_size():
+            rows = self.req_pool.available_size()
+            if self.design.on("admission_rows_held"):  # v0.5.23: + rows the admitted requests already hold
+                rows += sum(1 for a in ad.can_run.values() if not a.fresh)
+            if ad.stopped or len(ad.can_run) >= rows:
+                continue
+            if self.design.on("pass_budget_break") and ad.budget_state() == OTHER:  # v0.5.23
                 continue
             with ch.scope(f"admit[{req.rid}]"):
                 m, restored = self.match_prefix(req)
@@ -626,7 +642,7 @@ class Scheduler:
             if req in self.chunked:
                 self.chunked.remove(req)
             req.output_len += 1
-            if req.output_len >= self.p.max_new_tokens[req.rid]:
+            if req.output_len >= self.max_new_tokens(req):
                 self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
                 req.finished = True
             else:
@@ -854,7 +870,7 @@ class Scheduler:
         if not ok:
             return
         for req in batch:
-            if req.output_len >= self.p.max_new_tokens[req.rid]:
+            if req.output_len >= self.max_new_tokens(req):
                 self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
                 self.running.remove(req)
                 req.finished = True
@@ -925,7 +941,7 @@ class Scheduler:
         for j, req in enumerate(batch):
             s = req.kv_committed_len
             self.req_pool.write(req.req_pool_idx, s, out[j * D : (j + 1) * D])  # type: ignore[arg-type]
-            room = max(1, min(D, self.p.max_new_tokens[req.rid] - req.output_len))
+            room = max(1, min(D, self.max_new_tokens(req) - req.output_len))
             a = ch.int(f"accept[{req.rid}]", 1, room)
             keep = min(ceil_page(s + a, ps), s + D)
             if self.mutant("verify_keeps_rejected_page"):
@@ -979,7 +995,7 @@ class Scheduler:
                     self.req_pool.write(req.req_pool_idx, c, out[off : off + n - c])  # type: ignore[arg-type]
                     off += n - c
         for req, n in zip(batch, nxt):
-            room = max(1, min(D, self.p.max_new_tokens[req.rid] - req.output_len))
+            room = max(1, min(D, self.max_new_tokens(req) - req.output_len))
             a = ch.int(f"accept[{req.rid}]", 1, room)
             req.kv_allocated_len = n - 1 if (n > req.kv_allocated_len and self.mutant("spec_v2_records_short_alloc")) else n
             req.kv_committed_len += a

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from model.invariant_checker import holds_kv
 from model.state import CHUNKED, FINISHED, NEW, OOM_NONE, ROOT, RUNNING, VIRTUAL, WAITING, State
 from model.transition import Ctx
-from model import radix_cache
+from model import enqueue, radix_cache
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,14 @@ def request_lengths(x: Ctx, s: State) -> Any:
         c.append(_node_present(x, s, s.last_node[r]))
         c.append(_node_present(x, s, s.load_back_node[r]))
         c.append(x.implies(chunk, x.and_(C < fill, C >= 1)))  # its first chunk was not empty (trunc > 0)
-        c.append(x.implies(x.or_(run, chunk, st == WAITING), s.output_len[r] < x.p.max_new_tokens[r]))
+        mnt = enqueue.max_new_tokens(x, s, r)
+        # (a request enqueued with max_new_tokens 0, clipped, waits with no output: its admission gate never passes)
+        c.append(x.implies(x.or_(run, chunk, st == WAITING), x.or_(s.output_len[r] < mnt, x.and_(st == WAITING, s.output_len[r] == 0))))
         c.append(x.implies(x.or_(st == NEW, st == WAITING, st == FINISHED), x.or_(s.last_node[r] == ROOT, s.last_node[r] == VIRTUAL)))
         c.append(x.implies(x.or_(st == NEW, st == WAITING), x.not_(s.in_last_batch[r])))
         c.append(x.implies(st == NEW, x.and_(s.output_len[r] == 0, A == 0)))
         c.append(s.output_len[r] >= 0)
-        c.append(s.output_len[r] <= x.p.max_new_tokens[r] + (x.cfg.spec.num_draft_tokens if x.cfg.spec else 0))
+        c.append(s.output_len[r] <= x.max(mnt, 1) + (x.cfg.spec.num_draft_tokens if x.cfg.spec else 0))
         # the tree part of a tree-matched request is exactly the path to its lock node
         path = x.shape.path[r]
         plen: Any = 0
