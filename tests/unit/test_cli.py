@@ -223,3 +223,62 @@ def test_check_leaves_the_repository_clean(tmp_path: Path) -> None:
     assert cex.stat().st_mode & 0o777 == 0o644, oct(cex.stat().st_mode)
     assert git("status", "--porcelain").stdout == ""
     assert not (repo / ".hypothesis").exists()
+
+
+# -- progress (issue 30) ----------------------------------------------------------------------------
+def test_progress_json_is_one_json_object_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["check", "--config", "small", "--property", "conservation", "--depth", "2", "--no-prove",
+                              "--progress", "json", "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    events = [json.loads(line) for line in err.strip().splitlines()]  # every line is JSON
+    depths = [e["depth"] for e in events if e["event"] == "depth"]
+    assert depths == [0, 1, 2] and all(e["config"] == "small" and "text" in e for e in events), events
+    assert "no proof attempted: proofs are off (--no-prove)" in out
+
+
+def test_jobs_progress_says_done_running_queued(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["check", "--jobs", "2", "--config", "small", "--config", "sessions", "--property",
+                              "conservation", "--depth", "2", "--no-prove", "--progress", "json", "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    events = [json.loads(line) for line in err.strip().splitlines()]
+    jobs = [e for e in events if e["event"] == "jobs"]
+    assert jobs and jobs[-1]["done"] == jobs[-1]["total"] == 2 and jobs[-1]["queued"] == 0, jobs
+    assert any((e.get("message") or "").startswith("finished current:small") for e in jobs), jobs
+    assert all(e["done"] + len(e["running"]) + e["queued"] == 2 for e in jobs), jobs
+
+
+def test_a_long_default_run_is_announced(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from checker.engines import run as engine_run
+
+    class Stop(BaseException):  # not an Exception: main would report it as an internal error
+        pass
+
+    def stop(*a: object, **k: object) -> None:
+        raise Stop
+
+    monkeypatch.setattr(engine_run, "run_check", stop)
+    with pytest.raises(Stop):
+        from checker.cli.app import main as app_main
+
+        app_main(["check", "--out", str(tmp_path)])  # every config, depth 10
+    err = capsys.readouterr().err
+    assert err.startswith("kvmc: note: kvmc check runs every config") and "tens of minutes" in err, err
+
+
+def test_the_heartbeat_names_the_running_query(capsys: pytest.CaptureFixture[str]) -> None:
+    from checker.cli.app import ProgressPrinter
+    from checker.progress import NOW
+
+    pr = ProgressPrinter("text")
+    pr.query_after_s = 0.0
+    NOW.config_started("hybrid_swa")
+    NOW.depth = 4
+    NOW.query_started()
+    try:
+        pr.beat()
+    finally:
+        NOW.query_ended()
+        NOW.reset()
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("[hybrid_swa] depth 4: z3 query 1 running for ") and "solver" in line and "elapsed" in line, line
