@@ -177,13 +177,14 @@ def validate_selection(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The checks `check`, `check --all` and `review` share: properties, configs, depth, jobs,
     timeout and engine; returns (properties, configs). Raises UsageError (one line, exit 2)."""
     from specs.configs import CONFIGS
+    from specs.liveness import LIVENESS
     from specs.properties import PROPERTIES
 
     from checker.engines.run import EngineUnavailable, engine_check_config
 
-    props = args.property or list(PROPERTIES)
+    props = args.property or list(PROPERTIES)  # liveness properties (specs/liveness.py) only when named
     for p in props:
-        _choices("property", p, list(PROPERTIES))
+        _choices("property", p, list(PROPERTIES) + list(LIVENESS))
     configs = args.config or list(CONFIGS)
     for c in configs:
         _choices("config", c, list(CONFIGS))
