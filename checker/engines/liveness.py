@@ -593,12 +593,211 @@ def _explicit_trace(system: System, lp: Liveness, g: Any, points: list[Params], 
     return res
 
 
+# -- bounded progress by induction ---------------------------------------------------------------------
+@dataclass
+class Invariants:
+    """Lemmas (and safety properties) shown to hold in every reachable state of a system: they hold in
+    the initial state for every parameter (`base_failed` did not) and are jointly 1-inductive
+    (checker/engines/induction.py, Houdini at k=1)."""
+
+    lemmas: list[str]
+    props: list[str]
+    base_failed: list[str]
+    dropped: dict[str, str]
+    seconds: float
+
+
+def proved_invariants(system: System, props: tuple[str, ...] = ("well_formed", "conservation"), timeout_ms: int = 0) -> Invariants:
+    """The lemmas (specs/lemmas.py) and `props` that are invariants of `system`, through the induction
+    engine's own API: its base case (a BMC at depth 0 over the unbounded parameters, which drops a
+    lemma false in some initial state) and `KInduction.houdini(1)` over the rest."""
+    from checker.engines.bmc import BMC
+    from checker.engines.induction import KInduction, unbounded_params
+    from specs.lemmas import LEMMAS
+
+    t0 = time.perf_counter()
+    base = BMC(system, list(props), minimize=False, params=unbounded_params(system))
+    res = base.run(0)
+    failed_base = sorted({d.split("@")[0][len("lemma:"):] for d in base.dropped})
+    ok_props = [p for p in props if res[p].verdict is not Verdict.VIOLATED and res[p].verdict is not Verdict.UNKNOWN]
+    lem = [n for n in LEMMAS if n not in failed_base]
+    if not ok_props:
+        return Invariants([], [], failed_base, {p: "fails in an initial state" for p in props}, time.perf_counter() - t0)
+    h = KInduction(system, ok_props, lem, timeout_ms=timeout_ms).houdini(1)
+    return Invariants(list(h.lemmas), list(h.proved), failed_base, dict(h.dropped), time.perf_counter() - t0)
+
+
+@dataclass
+class BoundedProgress:
+    """`bounded_progress`'s answer: proved, a counterexample (a state where the invariants hold, a
+    request is pending, and `steps` iterations run no batch), or unknown."""
+
+    proved: bool
+    steps: int
+    unknown: str = ""
+    cti: Trace | None = None
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        if self.proved:
+            return f"bounded progress proved: a batch runs within {self.steps} iteration(s) of any reachable state with a pending request"
+        if self.unknown:
+            return f"bounded progress unknown: {self.unknown}"
+        return f"bounded progress not proved: a state where the invariants hold runs no batch for {self.steps} iteration(s)"
+
+
+def _z3(v: Any) -> Any:
+    return z3.BoolVal(v) if isinstance(v, bool) else v
+
+
+def bounded_progress(system: System, invariants: Invariants, steps: int = 1, prop: str = "progress",
+                     timeout_ms: int = 0) -> BoundedProgress:
+    """From any state where `invariants` hold (with the unbounded parameters of the induction engine),
+    where `prop`'s trigger holds for some request and the loop-state assumptions hold, no `steps`
+    iterations in a row (each state meeting the loop-state assumptions, each step the loop-step
+    ones) may all end with no batch run. Unsat proves `progress` for every fair run (module
+    docstring): a fair run that stalls for ever stays, after finitely many arrivals, turns and
+    load-backs, in one reachable state with a pending request, and that state would be a
+    counterexample here."""
+    from checker.engines.encode import _freshen
+    from checker.engines.induction import free_state, unbounded_params
+    from specs.lemmas import LEMMAS
+    from specs.properties import PROPERTIES
+
+    t0 = time.perf_counter()
+    lp = LIVENESS[prop]
+    assumptions = applicable(lp, system.cfg)
+    params, cons = unbounded_params(system)
+    solver = z3.Solver()
+    if timeout_ms:
+        solver.set("timeout", timeout_ms)
+    solver.add(*cons)
+    xp = system.ctx(Symbolic(0, prefix="bp.params."), params)
+    ok = system.params_ok(xp)
+    solver.add(_z3(ok), *xp.ops.constraints)
+    states = [free_state(system, params, "bp0")]
+
+    def at(t: int, tag: str) -> Ctx:
+        return system.ctx(Symbolic(t, prefix=f"bp.{tag}."), params)
+
+    x0 = at(0, "inv")
+    for n in invariants.lemmas:
+        solver.add(_z3(LEMMAS[n].holds(x0, states[0])))
+    for n in invariants.props:
+        solver.add(_z3(PROPERTIES[n].holds(x0, states[0])))
+    solver.add(_z3(x0.or_(*[lp.trigger(x0, states[0], r) for r in range(system.cfg.num_reqs)])))
+    solver.add(*x0.ops.constraints)
+    choices: list[dict[str, Any]] = []
+    for t in range(steps):
+        x = system.ctx(Symbolic(t), params)
+        en = system.enabled(x, states[t])
+        nxt = system.step(x, states[t])
+        c: list[Any] = [] if en is True else [_z3(en)]
+        c += x.ops.constraints
+        states.append(_freshen(nxt, t + 1, c, states[t]))
+        solver.add(*c)
+        choices.append(dict(x.ops.choices))
+    stalls = []
+    for t, s in enumerate(states):
+        xa = at(t, "assume")
+        for a in assumptions:
+            if a.loop_state:
+                solver.add(_z3(a.loop_state(xa, s)))
+            if a.loop_step and t < steps:
+                solver.add(_z3(a.loop_step(xa, s, states[t + 1], lambda name, _c=choices[t]: _c.get(name, False))))
+        if t > 0:
+            stalls.append(_z3(s.last_batch == NO_BATCH))
+        solver.add(*xa.ops.constraints)
+    # not vacuous: such a state and such steps exist at all (the assumptions do not contradict the invariants)
+    r0 = solver.check()
+    if r0 != z3.sat:
+        why = "the invariants and the assumptions admit no state with a pending request" if r0 == z3.unsat else solver.reason_unknown()
+        return BoundedProgress(False, steps, unknown=f"vacuous or undecided: {why}", seconds=time.perf_counter() - t0)
+    solver.add(*stalls)
+    r = solver.check()
+    secs = time.perf_counter() - t0
+    if r == z3.unsat:
+        return BoundedProgress(True, steps, seconds=secs)
+    if r == z3.unknown:
+        return BoundedProgress(False, steps, unknown=solver.reason_unknown(), seconds=secs)
+    m = solver.model()
+    pv = eval_params(params, m)
+    evs = [eval_state(s, m) for s in states]
+    tr_steps = [Step("event_loop_iteration", {q: (bool(z3.is_true(m.eval(v, model_completion=True))) if z3.is_bool(v)
+                                                  else m.eval(v, model_completion=True).as_long()) for q, v in ch.items()},
+                     evs[t + 1]) for t, ch in enumerate(choices)]
+    cti = Trace(system.cfg, system.design, pv, evs[0], tr_steps, prop, "bounded-progress",
+                {"cti": True, "invariants": invariants.lemmas + invariants.props})
+    return BoundedProgress(False, steps, cti=cti, seconds=secs)
+
+
+BOUNDED_PROGRESS_STEPS = 2  # N tried: 1, then 2 (a batch within N iterations)
+
+
+def prove_progress(system: System, timeout_ms: int = 0) -> tuple[BoundedProgress | None, Invariants]:
+    """`progress` by bounded progress: the invariants first (`proved_invariants`), then N = 1, 2."""
+    inv = proved_invariants(system, timeout_ms=timeout_ms)
+    bp = None
+    for n in range(1, BOUNDED_PROGRESS_STEPS + 1):
+        bp = bounded_progress(system, inv, n, timeout_ms=timeout_ms)
+        if bp.proved or bp.unknown:
+            break
+    return bp, inv
+
+
 def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: bool = True, timeout_ms: int = 0,
-                 progress: Any = None, minimize: bool = True, keep_going: bool = True, **_: Any) -> ConfigReport:
-    """`checker/engines/run.py::check_config` for liveness properties: the lasso BMC (`prove` has no
-    effect here; `bounded_progress` is the proof, asked separately)."""
+                 progress: Any = None, minimize: bool = True, keep_going: bool = True, engine: str = "bmc",
+                 **_: Any) -> ConfigReport:
+    """`checker/engines/run.py::check_config` for liveness properties. Engine `bmc` (and `induction`):
+    the lasso BMC to `depth`, then, when `progress` holds to that depth and `prove`, its bounded-
+    progress proof (`prove_progress`: `proved (k=N)`, N the bound). Engine `explicit`: lassos in the
+    explicit graph (`timeout_ms` limits the search). The random engine runs finite walks and checks no
+    liveness property (`unknown`, saying so)."""
     t0 = time.perf_counter()
     system = System(cfg, design)
+    if engine == "random":
+        res = {p: Result(p, Verdict.UNKNOWN, 0, reason="the random engine runs finite walks; liveness needs --engine bmc or explicit")
+               for p in props}
+        return ConfigReport(cfg.name, res, time.perf_counter() - t0, {})
+    if engine == "explicit":
+        res = explicit_lassos(system, props, depth, time_limit_s=timeout_ms / 1000.0)
+        return ConfigReport(cfg.name, res, time.perf_counter() - t0, {})
     res = LassoBMC(system, props, timeout_ms=timeout_ms, minimize=minimize).run(
         depth, progress=(lambda t, el, st: progress(cfg.name, t, el, st)) if progress else None)
+    r = res.get("progress")
+    if prove and r is not None and r.verdict is Verdict.HOLDS_TO_DEPTH:
+        if progress:
+            progress(cfg.name, depth, time.perf_counter() - t0, {"_phase": "proof: invariants, then bounded progress"})
+        bp, inv = prove_progress(system, timeout_ms)
+        r.meta["invariants"] = inv.lemmas + inv.props
+        if bp is not None and bp.proved:
+            r.meta["bmc_depth"] = r.depth
+            r.verdict, r.depth = Verdict.PROVED, bp.steps
+        elif bp is not None:
+            r.reason = bp.line()
+        r.meta["liveness_proof"] = (bp.line() if bp is not None else "no proof attempted") + (
+            f" (relative to the invariants {', '.join(inv.lemmas + inv.props)}, shown inductive at k=1)" if bp and bp.proved else "")
     return ConfigReport(cfg.name, res, time.perf_counter() - t0, {})
+
+
+def with_liveness(run_one: Callable[..., ConfigReport], engine: str) -> Callable[..., ConfigReport]:
+    """run.py's per-config check extended to liveness properties: the safety properties go to the
+    engine as before, the liveness ones to `check_config` here; one ConfigReport with both."""
+
+    def run(design: Any, cfg: Any, props: list[str], depth: int, prove: bool = True, timeout_ms: int = 0,
+            progress: Any = None, minimize: bool = True, keep_going: bool = True, **kw: Any) -> ConfigReport:
+        t0 = time.perf_counter()
+        live = [p for p in props if p in LIVENESS]
+        safe = [p for p in props if p not in LIVENESS]
+        results: dict[str, Result] = {}
+        proof: dict[str, Any] = {}
+        if safe:
+            rep = run_one(design, cfg, safe, depth, prove, timeout_ms, progress, minimize, keep_going, **kw)
+            results.update(rep.results)
+            proof = rep.proof
+        if live:
+            results.update(check_config(design, cfg, live, depth, prove, timeout_ms, progress, minimize, keep_going,
+                                        engine=engine).results)
+        return ConfigReport(cfg.name, {p: results[p] for p in props}, time.perf_counter() - t0, proof)
+
+    return run
