@@ -27,6 +27,7 @@ from model.designs import FIXES, Design
 from model.system import System
 from specs.lemmas import LEMMAS
 from specs.configs import CONFIGS
+from specs.liveness import LIVENESS
 from specs.properties import PROPERTIES
 
 from checker import interrupt
@@ -359,6 +360,10 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
     out: list[ConfigReport] = []
     stopped = False
     run_one = engine_check_config(engine)
+    if any(p in LIVENESS for p in props):  # lassos and bounded progress: checker/engines/liveness.py
+        from checker.engines.liveness import with_liveness
+
+        run_one = with_liveness(run_one, engine)
     for name in order_configs(configs, design, baseline):
         extra = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
         NOW.config_started(name)
