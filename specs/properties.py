@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from model import radix_cache
-from model.invariant_checker import holds_kv, self_check_during_busy
+from model.invariant_checker import holds_kv, is_fully_idle, self_check_during_busy, self_check_during_idle
 from model.session import holds_range
 from model.state import (DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS,
-                          WAITING, State)
+                          FINISHED, ROOT, VIRTUAL, WAITING, State)
 from model.transition import Ctx
 
 
@@ -179,6 +179,101 @@ def _busy_nontrivial(x: Ctx, s: State) -> Any:
     return x.and_(b.ran, b.terms["uncached"] > 0, b.terms["evictable"] + b.terms["protected"] > 0)
 
 
+# -- residency, locks, idle ------------------------------------------------------------------------
+def _locked_path(x: Ctx, s: State, r: int, node: Any) -> tuple[Any, Any, list[tuple[int, Any, Any]]]:
+    """The part of r's path a lock at `node` covers: (its length, all of it on the device,
+    [(atom, covered, end position of the atom)] root first)."""
+    pos: Any = 0
+    on_dev = []
+    ends = []
+    for a in x.shape.path[r]:
+        cov = radix_cache._under(x, node, a)
+        L = x.ite(cov, s.node_len[a], 0)
+        pos = pos + L
+        on_dev.append(x.implies(x.and_(cov, s.node_len[a] > 0), s.node_device[a]))
+        ends.append((a, cov, pos))
+    return pos, x.and_(*on_dev), ends
+
+
+def _residency_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
+    """Per request holding KV: its matched prefix [0, P) is exactly the device nodes of its path
+    that its own lock covers (a session turn's: the slot's lock); with hybrid SWA, those nodes
+    that reach into the window of its next token ([C + 1 - W, C]) are no tombstones, and its own
+    row's SWA starts no later than the window (E <= max(P, C + 1 - W))."""
+    cfg = x.cfg
+    out = []
+    for r in range(cfg.num_reqs):
+        h = holds_kv(x, s, r)
+        P, C, E, ln = s.cache_protected_len[r], s.kv_committed_len[r], s.swa_evicted_seqlen[r], s.last_node[r]
+        plen, dev, ends = _locked_path(x, s, r, ln)
+        tree = ln != VIRTUAL
+        out.append(x.implies(x.and_(h, tree), x.and_(plen == P, dev)))
+        i = cfg.slot_of(r)
+        if i is not None:
+            slen, sdev, _ = _locked_path(x, s, r, s.slot_last_node[i])
+            out.append(x.implies(x.and_(h, x.not_(tree)), x.and_(s.slot_holding[i], slen == P, sdev)))
+        if cfg.hybrid_swa and not getattr(cfg, "swa_ring", False):
+            W = x.p.sliding_window_size
+            for a, cov, end in ends:
+                reads = x.and_(h, tree, cov, s.node_len[a] > 0, end > C + 1 - W)
+                out.append(x.implies(reads, x.not_(s.node_swa_tombstone[a])))
+            out.append(x.implies(h, E <= x.max(P, C + 1 - W)))
+    return out
+
+
+def _residency(x: Ctx, s: State) -> Any:
+    return x.and_(*_residency_conjuncts(x, s))
+
+
+def _reads_prefix(x: Ctx, s: State) -> Any:
+    return x.or_(*[x.and_(holds_kv(x, s, r), s.cache_protected_len[r] > 0) for r in range(x.cfg.num_reqs)])
+
+
+def _lock_ledger(x: Ctx, s: State) -> Any:
+    """Every lock has a live owner: a request's tree lock belongs to a request that holds KV, a
+    load-back's lock is in flight (taken by the last prefill pass: its request ran in the last
+    batch or still waits, and the next `loading_check` releases it), a session's lock to an open
+    session; and SGLang's evictable / protected counters are what those locks make them (no drift)."""
+    cfg = x.cfg
+    c = []
+    for r in range(cfg.num_reqs):
+        locks = x.and_(s.last_node[r] != ROOT, s.last_node[r] != VIRTUAL)
+        c.append(x.implies(locks, holds_kv(x, s, r)))
+        if cfg.hicache:
+            c.append(x.implies(s.load_back_node[r] != ROOT, x.or_(s.in_last_batch[r], s.status[r] == WAITING)))
+    for i in range(len(cfg.streaming_sessions)):
+        c.append(x.implies(s.slot_holding[i], x.not_(s.slot_closed[i])))
+    c += [s.full_evictable_drift == 0, s.full_protected_drift == 0]
+    if cfg.hybrid_swa:
+        c += [s.swa_evictable_drift == 0, s.swa_protected_drift == 0]
+    return x.and_(*c)
+
+
+def _holds_lock(x: Ctx, s: State) -> Any:
+    return x.or_(*[x.and_(holds_kv(x, s, r), s.last_node[r] != ROOT, s.last_node[r] != VIRTUAL)
+                   for r in range(x.cfg.num_reqs)])
+
+
+def _idle_exact(x: Ctx, s: State) -> Any:
+    L = ledger(x, s)
+    return x.and_(L.full_ok, L.swa_ok, L.slots_ok, _lock_ledger(x, s))
+
+
+def _idle_check_sound(x: Ctx, s: State) -> Any:
+    i = self_check_during_idle(x, s)
+    return x.implies(x.and_(i.idle, _idle_exact(x, s)), x.not_(i.fired))
+
+
+def _idle_check_complete(x: Ctx, s: State) -> Any:
+    i = self_check_during_idle(x, s)
+    return x.implies(x.and_(i.idle, x.not_(_idle_exact(x, s))), i.fired)
+
+
+def _idle_after_serving(x: Ctx, s: State) -> Any:
+    served = x.or_(*[s.status[r] == FINISHED for r in range(x.cfg.num_reqs)])
+    return x.and_(is_fully_idle(x, s), served, radix_cache.tree_tokens(x, s)[0] > 0)
+
+
 PROPERTIES: dict[str, Property] = {
     p.name: p
     for p in [
@@ -226,6 +321,39 @@ PROPERTIES: dict[str, Property] = {
             _well_formed,
             _ran,
             "a batch ran",
+        ),
+        Property(
+            "residency",
+            "no use after free: every slot a request holding KV will read is held by it or by a node it locked (its "
+            "prefix [0, P) on its locked path, on the device; with SWA, the window's nodes not tombstoned and its own "
+            "SWA from no later than the window)",
+            _residency,
+            _reads_prefix,
+            "a request holding KV reads a cached prefix (P > 0)",
+        ),
+        Property(
+            "lock_ledger",
+            "every lock has a live owner (a request holding KV, an in-flight load-back, an open session) and the "
+            "evictable/protected counters match the locks",
+            _lock_ledger,
+            _holds_lock,
+            "a request holds a tree lock",
+        ),
+        Property(
+            "idle_check_sound",
+            "SGLang's idle-time check (pool equations, req_to_token pool, tree sanity) does not fire while the ledger "
+            "and the lock ledger are exact (no false alarm)",
+            _idle_check_sound,
+            _idle_after_serving,
+            "the server is idle after serving a request, with tokens in the tree",
+        ),
+        Property(
+            "idle_check_complete",
+            "whenever the server is idle and the ledger or the lock ledger is not exact, SGLang's idle-time check fires "
+            "(no missed leak)",
+            _idle_check_complete,
+            _idle_after_serving,
+            "the server is idle after serving a request, with tokens in the tree",
         ),
     ]
 }

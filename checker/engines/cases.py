@@ -126,6 +126,13 @@ MUTANT_CASES: list[Case] = [
          dict(full_tokens=(7, 7), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(0, 1)),
          random_out_of_reach="a liveness violation is an infinite run (a lasso); the random engine checks finite runs "
                              "against state properties only"),
+    # bugs only the properties of issue 29 see (the six hold on these instances; tests/quality/test_new_properties.py)
+    Case("unfinished_lock_left_behind", "small", "residency", 1, _SMALL),
+    Case("evict_swa_forgets_window", "hybrid_swa", "residency", 4,
+         dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(4, 4), chunked_prefill_size=(4, 4),
+              input_len=(2, 2), max_new_tokens=(5, 5), req_pool_size=(1, 1))),
+    Case("finished_req_keeps_lock", "small", "lock_ledger", 1, _SMALL),
+    Case("idle_check_ignores_session_rows", "sessions", "idle_check_sound", 2, _SESS),
 ]
 
 
