@@ -1,7 +1,9 @@
 """Explicit-state engine: breadth-first search over the concrete interpretation of the model.
 
-The bounded config's parameters are enumerated (`model.config.enumerate_params`, i.e. the points
-of `Config.explicit_bounds`; those failing `params_ok` are dropped), and from each point's initial
+The bounded config's parameters are enumerated (`param_points`: the grid of `Config.explicit_bounds`,
+`model.config.enumerate_params`, and the boundary points around it: a length around a page, the
+window, the chunk; a pool around what the requests need; those failing `params_ok` are dropped;
+a pinned instance, whose bounds are its explicit bounds, has only its grid), and from each point's initial
 state the search expands, level by level, every successor of every state. A state's successors
 are all the outcomes of the one action `event_loop_iteration` under every sequence of answers to
 its named choices: `EnumeratingOracle` walks that choice tree depth-first (answer the forced
@@ -34,7 +36,7 @@ from typing import Any, Callable, Iterator
 
 import networkx as nx
 
-from model.config import Config, Params, enumerate_params
+from model.config import PAGE_MULTIPLE, Config, Params, concrete_params, enumerate_params
 from model.designs import Design
 from model.ops import Concrete, Infeasible
 from model.state import OOM_NONE, State
@@ -100,13 +102,91 @@ def successors(system: System, params: Params, s: State, action: str = "event_lo
         prefix = oracle.next_prefix()
 
 
-def param_points(system: System) -> list[Params]:
+def grid_points(system: System) -> list[Params]:
     """The parameter points of the config's explicit bounds that satisfy `params_ok`."""
     out = []
     for p in enumerate_params(system.cfg, explicit=True):
         if system.params_ok(system.ctx(Concrete(), p)):
             out.append(p)
     return out
+
+
+def _around(v: int) -> set[int]:
+    return {v - 1, v, v + 1}
+
+
+def boundary_values(cfg: Config, base: Params) -> dict[str, set[int]]:
+    """Per parameter, the values where the model's arithmetic changes its answer, as seen from
+    `base`: a length around one, two and three pages, around the window and the chunk size, and
+    the ends of its symbolic bounds; a pool around what one request and what every request of
+    `base` needs (prompt + output, page-rounded, plus a page), where admission, eviction and
+    retraction decide; the window and the chunk around a page and the prompts; the prefill
+    budget around the prompts."""
+    ps = cfg.page_size
+    W = base.sliding_window_size if cfg.hybrid_swa else 0
+    chunk = base.chunked_prefill_size if cfg.chunked_prefill else 0
+    marks = {ps, 2 * ps, 3 * ps} | ({W} if W else set()) | ({chunk} if chunk else set())
+    lengths: set[int] = set()
+    for m in marks:
+        lengths |= _around(m)
+    one = [-(-(i + n) // ps) * ps + ps for i, n in zip(base.input_len, base.max_new_tokens)]
+    pools = {max(one)} | {sum(one)} | ({sum(one) + sum(base.warm_len)} if base.warm_len else set())
+    pool_vals = {v + d * ps for v in pools for d in (-1, 0, 1)}
+    prompts = set(base.input_len)
+    out = {
+        "input_len": lengths | {1},
+        "max_new_tokens": {1, 2, 3, ps + 1} | ({W, W + 1} if W else set()),
+        "warm_len": {0, ps, 2 * ps},
+        "full_tokens": pool_vals,
+        "swa_tokens": {v for v in pool_vals} | ({W + ps, W + 2 * ps, 2 * (W + ps)} if W else set()),
+        "sliding_window_size": {1, ps} | {i for p in prompts for i in _around(p)},
+        "chunked_prefill_size": {ps, 2 * ps} | {i for p in prompts for i in _around(p)},
+        "max_prefill_tokens": {i for p in prompts for i in _around(p)} | {sum(base.input_len)},
+        "req_pool_size": {1, 2, 3},
+    }
+    for name, vals in out.items():  # the ends of the symbolic bounds, then only values inside them
+        lo, hi = cfg.bound(name)
+        step = ps if name in PAGE_MULTIPLE else 1
+        vals |= {lo, hi}
+        out[name] = {v for v in vals if lo <= v <= hi and (v - lo) % step == 0}
+    return out
+
+
+def boundary_points(system: System, grid: list[Params] | None = None) -> list[Params]:
+    """Points off the grid at the boundaries (`boundary_values`): from the grid's middle point,
+    one parameter at a time (a per-request parameter for request 0, and for every request at
+    once), each kept when it satisfies `params_ok`."""
+    cfg = system.cfg
+    grid = grid if grid is not None else grid_points(system)
+    base = grid[len(grid) // 2] if grid else concrete_params(cfg)
+    seen = set(grid)
+    out: list[Params] = []
+
+    def add(p: Params) -> None:
+        if p not in seen and system.params_ok(system.ctx(Concrete(), p)):
+            seen.add(p)
+            out.append(p)
+
+    d = base.as_dict()
+    for name, vals in boundary_values(cfg, base).items():
+        cur = d[name]
+        for v in sorted(vals):
+            if isinstance(cur, tuple):
+                if not cur:
+                    continue
+                add(Params(**{**d, name: (v,) + cur[1:]}))
+                add(Params(**{**d, name: (v,) * len(cur)}))
+            elif v != cur and cfg.bound(name)[0] != cfg.bound(name)[1]:
+                add(Params(**{**d, name: v}))
+    return out
+
+
+def param_points(system: System, boundary: bool = True) -> list[Params]:
+    """The points the explicit and random engines run: the grid of the config's explicit bounds,
+    then (`boundary`) the boundary points around it (`boundary_points`), all satisfying `params_ok`.
+    A pinned instance (bounds == explicit bounds) has no point off its grid."""
+    grid = grid_points(system)
+    return grid + boundary_points(system, grid) if boundary else grid
 
 
 def readable_key(p: Params) -> tuple[int, int, int]:
