@@ -63,6 +63,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from model.transition import REGISTRY
     from specs.configs import CONFIGS
     from specs.lemmas import LEMMAS
+    from specs.liveness import LIVENESS
     from specs.pass_invariants import PASS_INVARIANTS
     from specs.properties import PROPERTIES
 
@@ -73,6 +74,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "fixes": {f.name: {"pr": f.pr, "commit": f.commit, "first_tag": f.first_tag, "summary": f.summary,
                            "variants": list(f.variants), "off": f.off} for f in FIXES.values()},
         "properties": {p.name: p.meaning for p in PROPERTIES.values()},
+        "liveness": {lp.name: {"meaning": lp.meaning, "assumptions": list(lp.assumptions)} for lp in LIVENESS.values()},
         "lemmas": {n: lm.meaning for n, lm in LEMMAS.items()},
         "pass_invariants": {n: pi.meaning for n, pi in PASS_INVARIANTS.items()},
         "configs": {c.name: c.doc for c in CONFIGS.values()},
@@ -94,6 +96,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("\nproperties (--property NAME):")
     for p in PROPERTIES.values():
         print(f"  {p.name:20s} {p.meaning}")
+    print("\nliveness properties (--property NAME; lassos under the fairness assumptions, docs/liveness.md):")
+    for lp in LIVENESS.values():
+        print(f"  {lp.name:28s} {lp.meaning}")
     print("\nconfigs (--config NAME):")
     for c in CONFIGS.values():
         print(f"  {c.name:20s} {c.doc}")
@@ -266,7 +271,7 @@ def _write_counterexamples(args: argparse.Namespace, report: Any, warm: Any) -> 
     for cfg_name, r in report.violations():
         assert r.trace is not None
         sysm = System(CONFIGS[cfg_name], report.design)
-        line = explain(sysm, r.property, r.trace.params, r.trace.states[-1])
+        line = r.trace.meta.get("violation") if r.trace.loop is not None else explain(sysm, r.property, r.trace.params, r.trace.states[-1])
         path = counterexample_path(args.out, report.design, r.property, cfg_name)
         r.meta["pool_replay"] = warm.confirm_note(r.trace)  # replayed on the torch pool before it is reported
         if getattr(args, "confirm", None):  # and on SGLang's own scheduler of each release named
@@ -419,6 +424,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 w += f": holds at every depth (BMC to depth {r.meta.get('bmc_depth')}, witness at {r.witness_depth})"
                 if r.meta.get("derived_from"):
                     w += f"; follows at every state from {', '.join(r.meta['derived_from'])} (its step was not asked)"
+                if r.meta.get("liveness_proof"):  # specs/liveness.py: no fair lasso to the depth, then bounded progress
+                    w += f"; {r.meta['liveness_proof']}"
             elif r.verdict is Verdict.HOLDS_TO_DEPTH:
                 w += f" (witness at depth {r.witness_depth})"
                 if r.meta.get("exhausted_at") is not None:  # an explicit search that ran out of new states
@@ -437,7 +444,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                            f"{r.meta.get('pool_replay', 'not replayed')})")
                 for note in r.meta.get("sglang_replay", []):
                     out.append(f"    SGLang: {note}")
-                line = explain(System(CONFIGS[c.config], report.design), r.property, r.trace.params, r.trace.states[-1])
+                line = r.trace.meta.get("violation") if r.trace.loop is not None else \
+                    explain(System(CONFIGS[c.config], report.design), r.property, r.trace.params, r.trace.states[-1])
                 out.append("    " + step_table(r.trace, line).replace("\n", "\n    "))
     if report.stopped_early:
         out.append("stopped at the first violation (--keep-going checks the remaining configs)")
