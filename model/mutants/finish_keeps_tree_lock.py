@@ -4,10 +4,10 @@ Breaks `release_kv_cache` -> `cache_finished_req` (mem_cache/common.py, mem_cach
 swa_radix_cache.py): on finish the request inserts its KV and must call
 `dec_lock_ref(req.last_node)`, so its path becomes evictable again. Here the lock stays on the
 node the request held before the insert. Nothing leaks: the ledger counts tree tokens whoever locks
-them, and SGLang's busy check counts them as protected, so no safety property fails. But the
-locked path can never be evicted: once it holds enough of the pool, a waiting request is refused
-(NO_TOKEN) on every pass and no batch runs again, a stall only a liveness property sees
-(`progress`, specs/liveness.py).
+them, and SGLang's busy check counts them as protected (`conservation` and the busy-check
+properties hold); `lock_ledger` sees a lock without a live owner. And the locked path can never be
+evicted: once it holds enough of the pool, a waiting request is refused (NO_TOKEN) on every pass
+and no batch runs again (`progress`, specs/liveness.py: a lasso).
 """
 
 from __future__ import annotations
