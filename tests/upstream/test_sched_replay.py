@@ -138,11 +138,11 @@ def test_first_divergence_is_named_side_by_side(runs: dict[str, Any]) -> None:
 
 
 def test_not_replayable_says_why(runs: dict[str, Any]) -> None:
-    by = {Path(o["file"]).relative_to(REPO / "counterexamples").parts[0]: o for o in runs["new"]["outcomes"]
-          if str(o["file"]).startswith(str(REPO / "counterexamples"))}
-    spec = by["current-without-spec_topk_busy_check+verify_keeps_rejected_page"]
+    outs = {Path(o["file"]).relative_to(REPO / "counterexamples").as_posix(): o for o in runs["new"]["outcomes"]
+            if str(o["file"]).startswith(str(REPO / "counterexamples"))}
+    spec = next(o for k, o in outs.items() if "spec_topk" in k and "busy_check_complete" in k)
     assert spec["status"] == sr.NOT_REPLAYABLE and "draft" in spec["message"]
-    hic = by["current-without-swa_hostload_budget"]
+    hic = next(o for k, o in outs.items() if k.startswith("current-without-swa_hostload_budget"))
     assert hic["status"] == sr.NOT_REPLAYABLE and "HiCache" in hic["message"]
 
 
@@ -196,7 +196,7 @@ def test_corrupt_and_unreplayable_traces_exit_2_without_a_worker(sched_root: Pat
     data = json.loads(Path(_one_corpus_trace()).read_text())
     data["states"][1]["full_available"] = {"#bigint": "99"}
     bad.write_text(json.dumps(data))
-    spec = next(f for f in corpus_files() if "spec_topk" in f)
+    spec = next(f for f in corpus_files() if "spec_topk" in f and "busy_check_complete" in f)
     before = sorted(p.name for p in tmp_path.iterdir())
     p = _kvmc(["replay", "--against", "sglang==0.5.13", "--dir", str(sched_root), str(bad), spec], tmp_path)
     assert p.returncode == 2, p.stdout + p.stderr

@@ -132,6 +132,15 @@ def counters(h: Any) -> dict[str, tuple[int, int]]:
     return {"full_evictable_size": (t.evictable_size_, fe), "full_protected_size": (t.protected_size_, fp)}
 
 
+def req_len(req: Any, name: str) -> int:
+    """A request's length field: on the Req up to 0.5.15, on `req.kv` (ReqKvInfo; None once the
+    KV is released) from 0.5.16 for some of them."""
+    if hasattr(req, name):
+        return int(getattr(req, name))
+    kv = getattr(req, "kv", None)
+    return 0 if kv is None else int(getattr(kv, name))
+
+
 def _is_virtual(n: Any) -> bool:
     return type(n).__name__ == "_VirtualNode"
 
@@ -208,7 +217,7 @@ def to_state(h: Any) -> State:
                  if sl.req is not None and st in (WAITING, RUNNING, CHUNKED) and sl.req.req_pool_idx is not None}
 
     def req_field(sl: Any, name: str) -> int:
-        return 0 if sl.req is None else int(getattr(sl.req, name))
+        return 0 if sl.req is None else req_len(sl.req, name)
 
     def holds_lock(st: int) -> bool:
         return st in (RUNNING, CHUNKED)
@@ -229,11 +238,11 @@ def to_state(h: Any) -> State:
 
     def sv(i: int, name: str, default: Any = 0) -> Any:
         s = slot_objs[i]
-        return default if s is None else getattr(s, name)
+        return default if s is None else req_len(s, name)
 
     def slot_holding(i: int) -> bool:
         s = slot_objs[i]
-        return s is not None and s.req_pool_idx is not None
+        return s is not None and bool(s.is_holding_kv)
 
     def slot_active(i: int) -> bool:
         s = slot_objs[i]

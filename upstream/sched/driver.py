@@ -35,15 +35,21 @@ _SLOT_DONT_CARE = ("slot_kv_allocated_len", "slot_kv_committed_len", "slot_cache
                    "slot_swa_evicted_seqlen", "slot_last_node", "slot_swa_lock_top")
 
 
+_REQ_DONT_CARE = ("kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen")
+
+
 def observable(s: State) -> State:
-    """The state without the fields that mean nothing: a session slot that holds no KV (never
-    filled, or closed: SGLang drops the slot object, the model keeps its last values) has no
-    lengths and no lock."""
+    """The state without the fields that mean nothing: a finished request holds no KV (the model
+    keeps its last lengths; from 0.5.16 SGLang drops `req.kv`), and a session slot that holds no
+    KV (never filled, or closed: SGLang drops the slot object) has no lengths and no lock."""
     from model.state import ROOT
 
+    upd: dict[str, Any] = {}
+    if FINISHED in s.status:
+        for f in _REQ_DONT_CARE:
+            upd[f] = tuple(0 if st == FINISHED else v for v, st in zip(getattr(s, f), s.status))
     if not s.slot_holding or all(s.slot_holding):
-        return s
-    upd = {}
+        return s.set(**upd) if upd else s
     for f in _SLOT_DONT_CARE:
         v = getattr(s, f)
         blank = ROOT if f in ("slot_last_node", "slot_swa_lock_top") else 0

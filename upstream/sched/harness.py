@@ -150,15 +150,18 @@ def _group() -> _Group:
 
 def _model_facts(context_len: int) -> SimpleNamespace:
     """The facts of a model config the scheduler's memory paths read (no weights, no tokenizer)."""
+    hf = SimpleNamespace()
+    hf.get_text_config = lambda *a, **k: hf  # transformers' PretrainedConfig API (0.5.18's hybrid_arch asks)
     return SimpleNamespace(
         is_matryoshka=False, is_generation=True, hidden_size=8, num_key_value_heads=1, num_attention_heads=1,
-        head_dim=8, hf_config=SimpleNamespace(), hf_text_config=SimpleNamespace(), is_multimodal=False,
+        head_dim=8, hf_config=hf, hf_text_config=hf, is_multimodal=False,
         is_multimodal_gen=False, is_image_gen=False, is_audio_model=False, hf_eos_token_id=None,
         vocab_size=1 << 30, context_len=context_len, is_encoder_decoder=False, is_hybrid_swa=False,
         is_hybrid_swa_compress=False, use_ngram_embedding=False, attention_arch=None, num_hidden_layers=2,
         model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None,
         matryoshka_dimensions=None, spec_hidden_size=8, image_token_id=None, is_embedding_gemma=False,
         get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=lambda: {},
+        linear_attn_registry_result=None,  # not a linear-attention model (0.5.18's hybrid_arch registry)
     )
 
 
@@ -182,10 +185,12 @@ class _NoModelWorker:
         self.sliding_window_size = window
         self.model_config = facts
         self.model_runner = _ModelRunner(
-            hybrid_gdn_config=None, mamba2_config=None, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
+            model_config=facts, hybrid_gdn_config=None, mamba2_config=None, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
             full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, is_hybrid_swa=hybrid,
             sliding_window_size=window, canary_manager=None, attn_backend=None, lora_manager=None,
             hybrid_linear_config=None, kimi_linear_config=None, mambaish_config=None, model=None,
+            mtp_draft_device_pools=None, prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
+            weight_load_mem_usage=0,
             token_to_kv_pool=getattr(alloc, "_kvcache", None), hisparse_coordinator=None, linear_attn_model_spec=None,
         )
 
@@ -321,6 +326,9 @@ class RealScheduler:
             _build_components(sch, sa, worker, facts, self)
         self.tree = sch.tree_cache
         self.inner_tree = getattr(self.tree, "inner", self.tree)  # SessionAwareCache / StreamingSession wrap
+        if type(self.inner_tree).__name__ == "UnifiedRadixCache":
+            raise NotReplayable(f"SGLang builds a UnifiedRadixCache for this config (hybrid SWA from 0.5.16); its "
+                                "nodes (per-component data, the tree core's LRU) are not mapped onto the model yet")
         # kvmc's new_token_ratio is a pinned constant (model/prefill_adder.py)
         num, den = self.cfg.new_token_ratio
         self.ratio = num / den
@@ -385,7 +393,7 @@ class RealScheduler:
         ids = setup()["real"]._ids(ids)  # array('q') from 0.5.13, as the tokenizer manager sends them
         kw: dict[str, Any] = dict(input_text="", input_ids=ids, mm_inputs=None, sampling_params=self._sampling(
             self.p.max_new_tokens[slot.r]), return_logprob=False, logprob_start_len=-1, top_logprobs_num=0,
-            token_ids_logprob=None, stream=False, rid=rid)
+            token_ids_logprob=None, stream=False, rid=rid, input_embeds=None, token_type_ids=None)
         if slot.session_id is not None:
             kw["session_params"] = io.SessionParams(id=slot.session_id)
         return _make(io.TokenizedGenerateReqInput, **kw)
@@ -440,8 +448,7 @@ class RealScheduler:
             # where each request is before the batch is built: a request in a batch whose
             # allocation fails is in no queue afterwards, and the model keeps it where it was
             self.pre_status = [status(self, sl) for sl in self.slots]
-            batch = sch.get_next_batch_to_run()
-            sch.cur_batch = batch
+            batch = self._next_batch()
             if batch:
                 result = self._run_batch(batch)
                 sch.process_batch_result(batch, result)
@@ -461,6 +468,22 @@ class RealScheduler:
         self.last_batch = batch
         self.last_mode = "none" if not batch else ("extend" if batch.forward_mode.is_extend() else "decode")
         self.busy = self._busy_check()
+
+    def _next_batch(self) -> Any:
+        """`get_next_batch_to_run`; from 0.5.18 it takes the running and last batch and returns a
+        plan whose running batch the loop keeps."""
+        sch = self.sch
+        import inspect
+
+        if "running_batch" in inspect.signature(sch.get_next_batch_to_run).parameters:
+            plan = sch.get_next_batch_to_run(running_batch=sch.running_batch, last_batch=sch.last_batch)
+            sch.running_batch = plan.running_batch
+            batch = plan.batch_to_run
+            sch.cur_batch_for_debug = batch
+        else:
+            batch = sch.get_next_batch_to_run()
+        sch.cur_batch = batch
+        return batch
 
     def _recv(self, picks: dict[str, Any]) -> tuple[list[Any], list[tuple[int, str]]]:
         """`recv_requests` as the model orders it: arrivals in slot order, then per session a close or
@@ -610,6 +633,13 @@ def _parse_args(sch: Any, sa: Any) -> None:
     sch.max_recv_per_poll = 1 << 20
     sch.enable_hisparse = getattr(sa, "enable_hisparse", False)
     sch.hisparse_coordinator = None
+    # added by later releases (0.5.18): read off the server args as the constructor does
+    sch.enable_session_radix_cache = getattr(sa, "enable_session_radix_cache", False)
+    sch.enable_unified_memory = getattr(sa, "enable_unified_memory", False)
+    sch.enable_dp_attention = getattr(sa, "enable_dp_attention", False)
+    envs = importlib.import_module("sglang.srt.environ").envs
+    if hasattr(envs, "SGLANG_MAX_NEW_TOKENS_LIMIT"):
+        sch.max_new_tokens_limit = envs.SGLANG_MAX_NEW_TOKENS_LIMIT.get()
     sch.nccl_port = 0
     sch.forward_ct = 0
     sch.cur_batch = None
@@ -639,6 +669,14 @@ def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
     sch.pad_input_ids_func = None
     gsa = s["sa_mod"].get_global_server_args()
     gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
+    sch.min_free_slots_delayer = None  # 0.5.18: only DFlash or --min-free-slots-delay build one
+    try:  # 0.5.18 keeps the micro-batch size in its runtime context, as init_model_worker overrides it
+        rc = importlib.import_module("sglang.srt.runtime_context")
+    except ImportError:
+        rc = None
+    if rc is not None and not rc.get_parallel().pp_max_micro_batch_size:
+        rc.get_context().override("scheduler.pp_max_micro_batch_size_default",
+                                  pp_max_micro_batch_size=max(p.req_pool_size, 1))
 
 
 def _build_monolithic(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: RealScheduler) -> None:
@@ -705,11 +743,20 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
                                        recv_from_tokenizer=None, recv_from_rpc=None, send_metrics_from_scheduler=None)
     sch.idle_sleeper = None
     sch.load_snapshot_writer = None  # init_ipc_channels without a rank-zero IPC endpoint
+    sch.rust_server = None  # 0.5.18: no Rust ingress server (requests go through process_input_requests)
     for k in ("mm_receiver", "disagg_prefill_bootstrap_queue", "disagg_prefill_inflight_queue",
               "disagg_decode_prealloc_queue", "disagg_decode_transfer_queue"):
         setattr(sch, k, None)
     sch.init_moe_gemm_config()
     _worker_info(sch, worker, h)
+    try:  # 0.5.18: the model runner builds an n-gram embedding manager, disabled for a model without one
+        ng = importlib.import_module("sglang.srt.model_executor.model_runner_components.ngram_embedding_manager")
+    except ImportError:
+        ng = None
+    if ng is not None:
+        worker.model_runner.ngram_embedding_manager = ng.NgramEmbeddingManager.from_model(
+            model=None, model_config=facts, req_to_token_pool=h.req_to_token_pool, server_args=sa,
+            max_running_requests=h.p.req_pool_size, device="cpu")
     res = s["kvb"].build_kv_cache(
         server_args=sa, model_config=facts, tp_worker=worker, page_size=sch.page_size, spec_algorithm=sch.spec_algorithm,
         attn_tp_cpu_group=None, tp_cpu_group=None, attn_cp_cpu_group=None, enable_metrics=False,

@@ -28,7 +28,7 @@ from typing import Any
 
 from model.state import CHUNKED, RUNNING
 
-from .abstraction import status, tree_nodes
+from .abstraction import req_len, status, tree_nodes
 
 
 @dataclass
@@ -167,7 +167,8 @@ def real_ledger(h: Any) -> RealLedger:
             continue
         held_rows.add(i)
         nreq.append(i)
-        P, A, E = int(req.cache_protected_len), int(req.kv_allocated_len), int(getattr(req, "swa_evicted_seqlen", 0))
+        P, A = req_len(req, "cache_protected_len"), req_len(req, "kv_allocated_len")
+        E = req_len(req, "swa_evicted_seqlen") if hyb else 0
         rf += _pages(_ints(rt[i, P:A]), ps)
         if hyb:
             rs += _pages(to_swa(_ints(rt[i, max(P, E):A])), ps)
@@ -181,10 +182,11 @@ def real_ledger(h: Any) -> RealLedger:
     slots = getattr(h.tree, "slots", None)
     for sid, slot in (slots.items() if isinstance(slots, dict) else []):
         i = slot.req_pool_idx
-        if i is None or i in held_rows:
+        if not slot.is_holding_kv or i in held_rows:
             continue
         nses.append(i)
-        P, A, E = int(slot.cache_protected_len), int(slot.kv_allocated_len), int(getattr(slot, "swa_evicted_seqlen", 0))
+        P, A = req_len(slot, "cache_protected_len"), req_len(slot, "kv_allocated_len")
+        E = req_len(slot, "swa_evicted_seqlen") if hyb else 0
         sf += _pages(_ints(rt[i, P:A]), ps)
         if hyb:
             ss += _pages(to_swa(_ints(rt[i, max(P, E):A])), ps)
