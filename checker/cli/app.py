@@ -167,10 +167,11 @@ class ProgressPrinter:
             return
         where = f"[{snap['config']}] depth {snap['depth']}: "
         tail = f"(solver {fmt_s(snap['solver_s'])} on this config), {fmt_s(snap['elapsed_s'])} elapsed"
-        if ph is not None and ph >= self.query_after_s:
+        if q is not None and q >= self.query_after_s:  # inside a phase or not
+            text = where + (f"{snap['phase']}: " if snap["phase"] else "") + \
+                f"z3 query {snap['queries']} running for {fmt_s(q)} " + tail
+        elif ph is not None and ph >= self.query_after_s:
             text = where + f"{snap['phase']} for {fmt_s(ph)} " + tail
-        elif q is not None and q >= self.query_after_s:
-            text = where + f"z3 query {snap['queries']} running for {fmt_s(q)} " + tail
         else:
             return
         self.lines.line(text, "query", live=self.tty, **snap)

@@ -29,12 +29,13 @@ that would exclude it had it been inductive), so a person can add or repair a le
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import z3
 
@@ -673,7 +674,7 @@ class KInduction:
         _CASE_SETUP = (self, q.k, q.active, q.n)  # the forked workers build their own query from it
         done: "queue.Queue[Any]" = queue.Queue()
         waiting = deque(cases)
-        with mp.get_context("fork").Pool(self.workers) as pool:
+        with _case_pool(self.workers) as pool:
             busy = 0
 
             def feed() -> int:
@@ -931,6 +932,31 @@ class _CaseQuery:
         return r if end is not None else z3.sat  # (the sub-step alone giving up says nothing)
 
 
+@contextlib.contextmanager
+def _case_pool(workers: int) -> Iterator[Any]:
+    """A fork pool of case workers, terminated on the way out (as `with Pool()` does). After a
+    SIGINT/SIGTERM checker/interrupt.py has killed the workers already: `terminate` then stops the
+    pool's thread from forking replacements, but may wait for ever on the task queue's lock if a
+    worker died holding it, so it gets a thread of its own and a second; then whatever the pool
+    forked meanwhile is ended too."""
+    import multiprocessing as mp
+    import threading
+
+    pool = mp.get_context("fork").Pool(workers)
+    try:
+        yield pool
+    except BaseException:
+        if interrupt.requested():
+            stopper = threading.Thread(target=pool.terminate, name="kvmc-case-pool-stop", daemon=True)
+            stopper.start()
+            stopper.join(1.0)
+            interrupt.reap()
+        else:
+            pool.terminate()
+        raise
+    pool.terminate()
+
+
 _CASE_SETUP: tuple[Any, ...] | None = None  # set by _settle_parallel before it forks its workers
 _CASE_QUERY: _CaseQuery | None = None  # a worker's own query, built on its first case
 
@@ -1010,7 +1036,11 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
             gone = {d.split("@")[0][len("lemma:"):] for d in bmc.dropped}  # failed in the base case
             lem = [n for n in use if n not in gone]
             tell = (lambda msg: progress(cfg.name, t, time.perf_counter() - t0, {"_phase": msg})) if progress else None
-            h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell, workers=CASE_WORKERS).houdini(k)
+            NOW.in_phase(f"k={k} step case")  # for the progress heartbeat
+            try:
+                h = KInduction(system, todo, lem, timeout_ms=step_timeout, progress=tell, workers=CASE_WORKERS).houdini(k)
+            finally:
+                NOW.in_phase(None)
             attempts.append({"k": k, "base_depth": t, "proved": h.proved, "lemmas": h.lemmas,
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
                              "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached, "local": h.local, "skipped": h.skipped,

@@ -1,0 +1,217 @@
+"""Ctrl-C and SIGTERM on real `kvmc` processes (checker/interrupt.py): a signal sent while z3 is
+busy stops `check`, a proof (`--engine induction`) and `review` promptly, prints what was
+established, exits 130 (SIGINT) or 143 (SIGTERM), prints no traceback, and leaves no process of
+the command alive.
+
+Each test starts the command in its own session (so that, as a terminal does with Ctrl-C, a
+SIGINT can go to the whole process group), waits for a progress line (`--progress json`, with
+`KVMC_HEARTBEAT_S` short) that shows the solver busy, lists the command's descendants, sends the
+signal, and then checks the exit, the output and that none of those processes, nor any other of
+the group, is left. Start-up gets a generous timeout (a loaded machine); the stop itself is
+bounded by STOP_BOUND_S, far above the fraction of a second it takes (measured in
+bench/results.md), so the test checks that it stops, not how fast the machine is."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 600.0  # until the solver is busy (imports, encoding, the first depths), on a loaded machine
+STOP_BOUND_S = 10.0  # from the signal to the exit; it takes well under a second
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir() or sys.platform != "linux",
+                                reason="reads the process tree from /proc")
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2:].split()  # state, ppid, pgrp, ...
+
+
+def _alive(pid: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[0] != b"Z"
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit() and (st := _stat(int(n))) is not None:
+            kids.setdefault(int(st[1]), []).append(int(n))
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _group(pgid: int) -> list[int]:
+    """Live processes of a process group."""
+    out = []
+    for n in os.listdir("/proc"):
+        if n.isdigit() and (st := _stat(int(n))) is not None and st[0] != b"Z" and int(st[2]) == pgid:
+            out.append(int(n))
+    return out
+
+
+class Run:
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        env = dict(os.environ, KVMC_HEARTBEAT_S="0.5", PYTHONUNBUFFERED="1",
+                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "checker.cli", *args, "--progress", "json"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                                     start_new_session=True, env=env)
+        self.lines: "queue.Queue[str | None]" = queue.Queue()
+        self.err: list[str] = []
+        self.out: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, self.lines), daemon=True).start()
+        self.out_thread = threading.Thread(target=self._pump, args=(self.proc.stdout, self.out, None), daemon=True)
+        self.out_thread.start()
+
+    @staticmethod
+    def _pump(stream: Any, keep: list[str], q: "queue.Queue[str | None] | None") -> None:
+        for line in stream:
+            keep.append(line)
+            if q is not None:
+                q.put(line)
+        if q is not None:
+            q.put(None)
+
+    def wait_for(self, pred: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first progress event (a JSON line on stderr) for which `pred` holds."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"kvmc ended (exit {self.proc.wait()}) before the awaited progress line:\n"
+                                     + "".join(self.err[-20:]) + "".join(self.out[-20:]))
+            if line.startswith("{"):
+                ev = json.loads(line)
+                if pred(ev):
+                    return ev
+        self.kill()
+        raise AssertionError("no such progress line within START_TIMEOUT_S:\n" + "".join(self.err[-20:]))
+
+    def stop(self, sig: int, group: bool) -> tuple[int, float, list[int]]:
+        """Signal it (the whole group, as a terminal does, or the process alone); returns (exit
+        status, seconds to exit, the descendants it had just before)."""
+        before = _descendants(self.proc.pid)
+        t0 = time.monotonic()
+        if group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            os.kill(self.proc.pid, sig)
+        try:
+            rc = self.proc.wait(timeout=STOP_BOUND_S * 6)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"kvmc did not stop within {STOP_BOUND_S * 6} s of {signal.Signals(sig).name}") from None
+        took = time.monotonic() - t0
+        self.out_thread.join(10)
+        return rc, took, before
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _no_survivors(before: list[int], pgid: int) -> None:
+    deadline = time.monotonic() + 2.0  # a killed child is gone at once; its zombie is its parent's to reap
+    while time.monotonic() < deadline and (any(_alive(p) for p in before) or _group(pgid)):
+        time.sleep(0.05)
+    assert not [p for p in before if _alive(p)], f"children left alive: {[p for p in before if _alive(p)]}"
+    assert not _group(pgid), f"processes left in the command's group: {_group(pgid)}"
+
+
+def _clean(text: str) -> None:
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def _busy_query(min_depth: int) -> Callable[[dict[str, Any]], bool]:
+    """A heartbeat saying that a z3 query of the BMC at `min_depth` or deeper is running."""
+    return lambda ev: ev.get("event") == "query" and (ev.get("depth") or 0) >= min_depth and ev.get("query_s") is not None
+
+
+@pytest.mark.parametrize("sig, group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_a_signal_during_a_z3_query_stops_check(sig: int, group: bool, work: Path) -> None:
+    # hybrid_swa: depth 2 and deeper are queries of seconds, the forked proof attempt is running
+    # beside them (from depth 1), and the warm pool's child imports torch
+    run = Run(["check", "--config", "hybrid_swa", "--property", "conservation", "--depth", "8", "--out", str(work / "out")],
+              work)
+    ev = run.wait_for(_busy_query(2))
+    rc, took, before = run.stop(sig, group)
+    out, err = "".join(run.out), "".join(run.err)
+    assert rc == 128 + sig, (rc, err[-2000:])
+    assert took < STOP_BOUND_S, took
+    assert before, "the check had no child process to reap (the proof attempt, the warm pool)"
+    _no_survivors(before, run.proc.pid)
+    _clean(out + err)
+    name = signal.Signals(sig).name
+    last = err.strip().splitlines()[-1]
+    # what was established: the depths finished before the one interrupted
+    assert last.startswith(f"kvmc: interrupted by {name} at depth "), last
+    at = int(last.split(" at depth ")[1].split()[0])
+    assert at >= ev["depth"] and f"holds to depth {at - 1}" in last, last
+    assert f"INTERRUPTED by {name}" in out and f"conservation         holds to depth {at - 1}" in out, out
+
+
+def test_sigint_during_a_proof_stops_the_induction_engine(work: Path) -> None:
+    # hybrid_swa's k=1 step case: z3 cannot answer the joint query whole (minutes), so conservation's
+    # query is split into cases asked by forked case workers: the interrupt must end them too
+    run = Run(["check", "--engine", "induction", "--config", "hybrid_swa", "--property", "conservation", "--depth", "2",
+               "--out", str(work / "out")], work)
+    run.wait_for(lambda ev: ev.get("event") == "proof" and " processes)" in (ev.get("message") or ""))
+    rc, took, before = run.stop(signal.SIGINT, True)
+    out, err = "".join(run.out), "".join(run.err)
+    assert rc == 130, (rc, err[-2000:])
+    assert took < STOP_BOUND_S, took
+    assert len(before) >= 2, before  # the case workers
+    _no_survivors(before, run.proc.pid)
+    _clean(out + err)
+    last = err.strip().splitlines()[-1]
+    assert "kvmc: interrupted by SIGINT" in last and "step case" in last, last
+    assert "INTERRUPTED by SIGINT" in out and "1-induction interrupted" in out, out
+
+
+@pytest.mark.parametrize("sig, group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_a_signal_stops_review_and_its_pool_workers(sig: int, group: bool, work: Path) -> None:
+    # two worker processes, each deep in a hybrid_swa check (base and head; the fix turned off is
+    # about speculative decoding, which hybrid_swa does not run, so neither side ends early)
+    run = Run(["review", "--without", "spec_topk_busy_check", "--config", "hybrid_swa", "--depth", "8", "--jobs", "2",
+               "--out", str(work / "out")], work)
+    run.wait_for(lambda ev: ev.get("event") == "jobs" and len(ev.get("running") or []) == 2 and ev.get("elapsed_s", 0) >= 5)
+    rc, took, before = run.stop(sig, group)
+    out, err = "".join(run.out), "".join(run.err)
+    assert rc == 128 + sig, (rc, err[-2000:])
+    assert took < STOP_BOUND_S, took
+    assert len(before) >= 2, before  # the pool's workers
+    _no_survivors(before, run.proc.pid)
+    _clean(out + err)
+    name = signal.Signals(sig).name
+    assert f"kvmc review interrupted by {name}: 0 of 2 (side, config) checks finished" in out, out
+    assert err.strip().splitlines()[-1] == f"kvmc: interrupted by {name}: 0 of 2 checks finished", err[-500:]
