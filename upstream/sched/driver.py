@@ -26,7 +26,15 @@ import time
 import traceback
 from typing import Any
 
-from model.state import FIELD_NAMES, FINISHED, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, State
+from model.state import (
+    FIELD_NAMES,
+    FINISHED,
+    OOM_DECODE,
+    OOM_NONE,
+    OOM_PREFILL,
+    OOM_REQ_SLOTS,
+    State,
+)
 
 REPRODUCED, PASSED, DIVERGED, ERROR, NOT_REPLAYABLE = "reproduced", "passed", "diverged", "error", "not replayable"
 
@@ -196,7 +204,7 @@ def _outcome(status: str, **kw: Any) -> dict[str, Any]:
 def replay(trace: Any, mode: str, label: str) -> dict[str, Any]:
     """Replay one parsed trace; never raises for an SGLang problem (that is the outcome)."""
     from .forcing import Unforceable
-    from .harness import HarnessError, NotReplayable, RealScheduler
+    from .harness import NotReplayable, RealScheduler
 
     t0 = time.perf_counter()
     try:
@@ -205,7 +213,7 @@ def replay(trace: Any, mode: str, label: str) -> dict[str, Any]:
         return _outcome(NOT_REPLAYABLE, message=str(e))
     except Unforceable as e:
         return _outcome(NOT_REPLAYABLE, message=f"a choice cannot be forced: {e}")
-    except (HarnessError, Exception) as e:  # noqa: B014 - a release the adapter cannot build is an error outcome
+    except Exception as e:  # noqa: BLE001 - a release the adapter cannot build is an error outcome, not a crash
         return _outcome(ERROR, message=f"{label}: cannot build the scheduler: {type(e).__name__}: {e}",
                         detail=traceback.format_exc(limit=8).splitlines()[-12:])
     if mode == "reproduce":
@@ -254,7 +262,7 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
     except AbstractionError as e:
         return _outcome(DIVERGED, step=step, field="tree shape", model="expressible", sglang=str(e), steps=step,
                         table=table)
-    except Exception as e:  # SGLang raised where the model does not: a divergence, reported as such
+    except Exception as e:  # noqa: BLE001 - SGLang raised where the model does not: a divergence, reported as such
         return _outcome(DIVERGED, step=step, field="sglang", model="(runs)", sglang=f"{type(e).__name__}: {e}",
                         message="SGLang raised", steps=step, table=table,
                         detail=traceback.format_exc(limit=10).splitlines()[-14:])
@@ -303,7 +311,7 @@ def _events(trace: Any, h: Any, label: str) -> dict[str, Any]:
                                 message=f"the release with the fix still violates {prop}")
             if h.oom != OOM_NONE:
                 break
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - SGLang raised on the fixed release: a divergence, reported as such
         return _outcome(DIVERGED, step=step, field="sglang", model="(runs)", sglang=f"{type(e).__name__}: {e}",
                         message="SGLang raised", steps=step, table=table,
                         detail=traceback.format_exc(limit=10).splitlines()[-14:])
@@ -320,7 +328,7 @@ def _lenient(h: Any, picks: dict[str, Any]) -> dict[str, Any]:
 
     out = {}
     for k, v in picks.items():
-        if k.startswith("recv.next_turn[") or k.startswith("recv.close_session["):
+        if k.startswith(("recv.next_turn[", "recv.close_session[")):
             r = int(k[k.index("[") + 1:-1])
             if k.startswith("recv.close_session["):
                 r = h.cfg.streaming_sessions[r]

@@ -160,7 +160,7 @@ def _model_facts(context_len: int) -> SimpleNamespace:
         is_hybrid_swa_compress=False, use_ngram_embedding=False, attention_arch=None, num_hidden_layers=2,
         model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None,
         matryoshka_dimensions=None, spec_hidden_size=8, image_token_id=None, is_embedding_gemma=False,
-        get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=lambda: {},
+        get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=dict,
         linear_attn_registry_result=None,  # not a linear-attention model (0.5.18's hybrid_arch registry)
     )
 
@@ -171,7 +171,7 @@ class _ModelRunner(SimpleNamespace):
     other unknown attribute is an error, so a release reading something new fails loudly."""
 
     def __getattr__(self, name: str) -> Any:
-        if name.endswith("_config") or name.endswith("_spec"):
+        if name.endswith(("_config", "_spec")):
             return None
         raise AttributeError(f"the model-less worker has no {name!r} (upstream/sched/harness.py::_ModelRunner)")
 
@@ -284,13 +284,13 @@ class RealScheduler:
     def _server_args(self) -> Any:
         s = setup()
         cfg, p = self.cfg, self.p
-        kw: dict[str, Any] = dict(
-            model_path="dummy", page_size=self.ps, disable_overlap_schedule=True, attention_backend="torch_native",
-            device="cpu", max_prefill_tokens=p.max_prefill_tokens,
-            chunked_prefill_size=p.chunked_prefill_size if cfg.chunked_prefill else -1,
-            max_running_requests=p.req_pool_size, skip_tokenizer_init=True, enable_streaming_session=bool(cfg.streaming_sessions),
-            schedule_policy="fcfs", disable_radix_cache=False, random_seed=0,
-        )
+        kw: dict[str, Any] = {
+            "model_path": "dummy", "page_size": self.ps, "disable_overlap_schedule": True, "attention_backend": "torch_native",
+            "device": "cpu", "max_prefill_tokens": p.max_prefill_tokens,
+            "chunked_prefill_size": p.chunked_prefill_size if cfg.chunked_prefill else -1,
+            "max_running_requests": p.req_pool_size, "skip_tokenizer_init": True, "enable_streaming_session": bool(cfg.streaming_sessions),
+            "schedule_policy": "fcfs", "disable_radix_cache": False, "random_seed": 0,
+        }
         sa = s["sa_mod"].ServerArgs(**{k: v for k, v in kw.items() if k in _fields(s["sa_mod"].ServerArgs)})
         return sa
 
@@ -327,7 +327,7 @@ class RealScheduler:
         self.tree = sch.tree_cache
         self.inner_tree = getattr(self.tree, "inner", self.tree)  # SessionAwareCache / StreamingSession wrap
         if type(self.inner_tree).__name__ == "UnifiedRadixCache":
-            raise NotReplayable(f"SGLang builds a UnifiedRadixCache for this config (hybrid SWA from 0.5.16); its "
+            raise NotReplayable("SGLang builds a UnifiedRadixCache for this config (hybrid SWA from 0.5.16); its "
                                 "nodes (per-component data, the tree core's LRU) are not mapped onto the model yet")
         # kvmc's new_token_ratio is a pinned constant (model/prefill_adder.py)
         num, den = self.cfg.new_token_ratio
@@ -391,9 +391,9 @@ class RealScheduler:
     def _generate_req(self, slot: Slot, ids: Any, rid: str) -> Any:
         io = setup()["io"]
         ids = setup()["real"]._ids(ids)  # array('q') from 0.5.13, as the tokenizer manager sends them
-        kw: dict[str, Any] = dict(input_text="", input_ids=ids, mm_inputs=None, sampling_params=self._sampling(
-            self.p.max_new_tokens[slot.r]), return_logprob=False, logprob_start_len=-1, top_logprobs_num=0,
-            token_ids_logprob=None, stream=False, rid=rid, input_embeds=None, token_type_ids=None)
+        kw: dict[str, Any] = {"input_text": "", "input_ids": ids, "mm_inputs": None, "sampling_params": self._sampling(
+            self.p.max_new_tokens[slot.r]), "return_logprob": False, "logprob_start_len": -1, "top_logprobs_num": 0,
+            "token_ids_logprob": None, "stream": False, "rid": rid, "input_embeds": None, "token_type_ids": None}
         if slot.session_id is not None:
             kw["session_params"] = io.SessionParams(id=slot.session_id)
         return _make(io.TokenizedGenerateReqInput, **kw)
@@ -535,7 +535,7 @@ class RealScheduler:
             fn()
         except (AssertionError, ValueError) as e:
             return Check(True, True, False, _first_line(e))
-        except Exception as e:  # a check that cannot run on this cache (NotImplementedError, ...)
+        except Exception as e:  # noqa: BLE001 - a check that cannot run on this cache (NotImplementedError, ...)
             return Check(True, False, True, f"{type(e).__name__}: {_first_line(e)}")
         return Check(True)
 
@@ -724,7 +724,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     s = setup()
     _parse_args(sch, sa)
     comps = importlib.import_module("sglang.srt.managers.scheduler")
-    ps_cls = getattr(comps, "ParallelState")
+    ps_cls = comps.ParallelState
     sch.ps = ps_cls.trivial() if hasattr(ps_cls, "trivial") else _make(ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
                    attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
                    moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
@@ -733,7 +733,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.tokenizer = None
     sch.is_generation = True  # init_tokenizer's reading of the model config
     _resolved_impl(facts)
-    mc = getattr(comps, "SchedulerMetricsCollector")
+    mc = comps.SchedulerMetricsCollector
     sch.metrics_collector_context = mc.init_new(server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
                                                 enable_priority_scheduling=sch.enable_priority_scheduling,
                                                 enable_lora=sch.enable_lora,
@@ -770,7 +770,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_chunked_prefill()
     if hasattr(sch, "init_diffusion_llm"):
         sch.init_diffusion_llm()
-    rep = getattr(comps, "SchedulerMetricsReporter")
+    rep = comps.SchedulerMetricsReporter
     sch.metrics_reporter = rep(scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
                                metrics_collector_context=sch.metrics_collector_context,
                                metrics_collector=sch.metrics_collector)

@@ -28,7 +28,7 @@ ADAPTED = {"0.5.10.post1": "monolithic", "0.5.11": "monolithic", "0.5.12.post1":
 
 def version_key(v: str) -> tuple[int, ...]:
     """'0.5.10.post1' -> (0, 5, 10, 1); 'v0.5.11' -> (0, 5, 11, 0)."""
-    v = v[1:] if v.startswith("v") else v
+    v = v.removeprefix("v")
     m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?", v)
     if not m:
         raise UpstreamUsageError(f"cannot read release {v!r} (expected like 0.5.11 or 0.5.10.post1)")

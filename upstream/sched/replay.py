@@ -27,11 +27,20 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..errors import EXIT_USAGE, UpstreamUsageError
-from ..install import MARKER, _atomic_folder, _pip, _pip_error, default_dir, install, release_path
+from ..install import (
+    MARKER,
+    _atomic_folder,
+    _pip,
+    _pip_error,
+    default_dir,
+    install,
+    release_path,
+)
 from . import releases
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +124,7 @@ def run_worker(version: str, jobs: list[dict[str, Any]], root: Path, timeout: fl
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*worker_path(root, version), str(REPO)]), PYTHONHASHSEED="0")
     cmd = [sys.executable, "-W", "ignore", "-m", "upstream.sched.worker"]
     job = json.dumps({"version": version, "jobs": jobs})
-    p = subprocess.run(cmd, input=job, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+    p = subprocess.run(cmd, input=job, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout, check=False)
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
         tail = "\n".join(p.stderr.strip().splitlines()[-15:])

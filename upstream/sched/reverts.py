@@ -135,7 +135,7 @@ def apply(fixes: list[str], version: str) -> tuple[list[str], list]:
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # the patcher prints each target
                 states += apply_patches_from_config(r.yaml)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - the patcher raises several types; each is one line of bad input
             restore(states)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise RevertError(f"reverting {fix} (#{r.pr}) does not apply to SGLang {version}: {first}") from None

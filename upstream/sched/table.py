@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import EXIT_USAGE, UpstreamUsageError
 from . import releases
@@ -37,7 +38,7 @@ def items_for(version: str, files: Sequence[str]) -> list[tuple[str, tuple[str, 
         out.append((f, ()))
         try:
             trace = itf.read(f)
-        except Exception:  # reported as an error cell by the replay itself
+        except Exception:  # noqa: BLE001, S112 - reported as an error cell by the replay itself
             continue
         for fix in releases.fixes_off(trace.design):
             if releases.has_fix(version, fix) and available(fix, version) is not None:
