@@ -122,8 +122,8 @@ MUTANT_CASES: list[Case] = [
     Case("adder_reservation_sign_flipped", "spec_topk", "no_prefill_oom", 2,
          dict(full_tokens=(15, 15), input_len=(8, 8), max_new_tokens=(1, 5))),
     # a liveness bug (specs/liveness.py): the depth is the lasso's length (prefix and loop)
-    Case("finish_keeps_tree_lock", "small", "progress", 4,
-         dict(full_tokens=(7, 7), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(0, 1)),
+    Case("admission_ignores_evictable", "small", "progress", 4,
+         dict(full_tokens=(7, 7), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(0, 0)),
          random_out_of_reach="a liveness violation is an infinite run (a lasso); the random engine checks finite runs "
                              "against state properties only"),
     # bugs only the properties of issue 29 see (the six hold on these instances; tests/quality/test_new_properties.py)
