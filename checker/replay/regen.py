@@ -107,6 +107,15 @@ def compare(directory: Path) -> list[str]:
 
 
 def update(directory: Path, depth: int | None = None) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kvmc-regen-") as hyp:
+        # the checks' Hypothesis cache goes to a temporary directory, not into the corpus (their --out)
+        env = dict(os.environ, HYPOTHESIS_STORAGE_DIRECTORY=hyp)
+        return _update(directory, depth, env)
+
+
+def _update(directory: Path, depth: int | None, env: dict[str, str]) -> int:
     rc = 0
     for fix, config, prop, mutants in KNOWN_BUGS:
         # the README's command (all configs, all properties, first error), so a newcomer running it
@@ -119,7 +128,7 @@ def update(directory: Path, depth: int | None = None) -> int:
         print("kvmc " + " ".join(argv), flush=True)
         # a fresh process per check: z3's answers depend on its context's history, and a newcomer's
         # `kvmc check` starts fresh
-        code = subprocess.run([sys.executable, "-m", "checker.cli", *argv], cwd=ROOT).returncode
+        code = subprocess.run([sys.executable, "-m", "checker.cli", *argv], cwd=ROOT, env=env).returncode
         if code != 1:
             print(f"regen: expected a violation (exit 1) from the line above, got exit {code}", file=sys.stderr)
             rc = 1
