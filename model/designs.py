@@ -396,6 +396,36 @@ _V0511 = {
 }
 _V0513 = {**_V0511, "chunk_end_page_align": "on", "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
+# The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on
+# from the first release whose wheel ships it. The flags of a mechanism kvmc does not model in a
+# config (spec v2's page alignment with page 1, ...) are on where the release ships them anyway.
+_V0518 = {
+    **_V0513,
+    "swa_window_headroom": "on",  # #32379 (v0.5.17)
+    "swa_gate_fresh_tail": "on",  # the SWA gate on ceil_page(e - H) (v0.5.16)
+    "swa_chunk_cap": "never_fits",  # #31681 + #32700 (v0.5.18)
+    "eagle_v1_removed": "on",  # #25464 (v0.5.13): spec v2 only
+    "spec_v2_page_align": "on",  # v0.5.16
+    "spec_retract_length_order": "on",  # v0.5.17
+    "enqueue_clip_max_new": "on",  # #25126 (v0.5.12.post1)
+    "swa_release_threshold": "max_w_ps",  # #29860 (v0.5.15.post1)
+    "swa_leaf_window_cap": "on",  # #26919 (unified cache, v0.5.16)
+    "swa_tombstone_leaf_kept": "on",  # #29351 (v0.5.15.post1)
+    "unfinished_swa_release": "rematch",  # #29350 + #27402, default on since #34653 (v0.5.18)
+}
+_V0519 = {**_V0518, "session_record": "shared", "session_rewind_page_floor": "on"}  # #37108
+_V0520 = {
+    **_V0519,
+    "swa_segment_lock": "on",  # #36848
+    "busy_check_chunked_req": "on",  # #37502
+    "load_back_reselect": "on",  # #39283
+    "prompt_boundary_split": "on",
+    "swa_req_ring": "on",
+}
+_V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
+_V0522 = {**_V0521, "unfinished_swa_release": "path", "session_record": "owned_at_alloc"}
+_V0523 = {**_V0522, "swa_release_threshold": "ceil_max_w_ps", "pass_budget_break": "on", "admission_rows_held": "on"}
+
 PRESETS: dict[str, Design] = {
     d.name: d
     for d in [
@@ -405,6 +435,12 @@ PRESETS: dict[str, Design] = {
         _preset("v0.5.13", _V0513),
         _preset("current", {**_V0513, "swa_window_headroom": "on", "swa_gate_fresh_tail": "on",
                            "swa_chunk_cap": "never_fits"}),
+        _preset("v0.5.18", _V0518),
+        _preset("v0.5.19", _V0519),
+        _preset("v0.5.20", _V0520),
+        _preset("v0.5.21", _V0521),
+        _preset("v0.5.22", _V0522),
+        _preset("v0.5.23", _V0523),
     ]
 }
 
