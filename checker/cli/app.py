@@ -450,6 +450,9 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
                 out.append("    " + step_table(r.trace, line).replace("\n", "\n    "))
     if report.stopped_early:
         out.append("stopped at the first violation (--keep-going checks the remaining configs)")
+    from checker.reports.findings import render as render_findings  # lemmas dropped, CTIs, pool divergences
+
+    out += render_findings(report)
     return "\n".join(out)
 
 
