@@ -39,6 +39,7 @@ REQ_FIELDS = (
     "kv_committed_len",  # C: positions whose KV is computed
     "cache_protected_len",  # P: prefix owned by the radix tree and locked by this request
     "swa_evicted_seqlen",  # E: SWA slots of [.., E) already released by the request
+    "swa_branching_seqlen",  # the match's SWA branching point (0 = None; swa_branching_insert, v0.5.20)
     "last_node",  # atom the persistent lock holds (ROOT = none, VIRTUAL = session node)
     "swa_lock_top",  # atom carrying swa_uuid_for_lock (ROOT = None: unlock to the root)
     "in_last_batch",  # member of the extend batch the last iteration ran
@@ -100,6 +101,7 @@ class State:
     kv_committed_len: tuple
     cache_protected_len: tuple
     swa_evicted_seqlen: tuple
+    swa_branching_seqlen: tuple
     last_node: tuple
     swa_lock_top: tuple
     in_last_batch: tuple

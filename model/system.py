@@ -106,6 +106,7 @@ def init_state(x: Ctx) -> State:
         kv_committed_len=(0,) * R,
         cache_protected_len=(0,) * R,
         swa_evicted_seqlen=(0,) * R,
+        swa_branching_seqlen=(0,) * R,
         last_node=(ROOT,) * R,
         swa_lock_top=(ROOT,) * R,
         in_last_batch=(False,) * R,

@@ -124,6 +124,7 @@ def to_state(sch: Scheduler) -> State:
         kv_committed_len=tuple(r.kv_committed_len for r in reqs),
         cache_protected_len=tuple(r.cache_protected_len for r in reqs),
         swa_evicted_seqlen=tuple(r.swa_evicted_seqlen for r in reqs),
+        swa_branching_seqlen=tuple(r.swa_branching_seqlen for r in reqs),
         last_node=tuple(last(r) for r in reqs),
         swa_lock_top=tuple(ROOT if (r.virtual or not hyb) else _atom(r.lock, True) for r in reqs),
         in_last_batch=tuple(r.in_last_batch for r in reqs),

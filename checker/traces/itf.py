@@ -185,6 +185,11 @@ def read(path: str | Path) -> Trace:
     return from_itf(data, file)
 
 
+# State fields added after traces were checked in, with the value they had in every state before
+# (the feature did not exist): a trace without them reads as one with them at that value.
+LATER_FIELDS = {"swa_branching_seqlen": lambda cfg: {"#tup": [{"#bigint": "0"}] * cfg.num_reqs}}
+
+
 def from_itf(data: Any, file: str = "<trace>") -> Trace:
     from specs.configs import CONFIGS
 
@@ -210,6 +215,8 @@ def from_itf(data: Any, file: str = "<trace>") -> Trace:
             raise ItfError(file, where, "expected an object")
         vals: dict[str, Any] = {}
         for f in FIELD_NAMES:
+            if f not in raw and f in LATER_FIELDS:  # a trace written before the field existed
+                raw = {**raw, f: LATER_FIELDS[f](cfg)}
             if f not in raw:
                 raise ItfError(file, f"{where} field {f}", "missing")
             vals[f] = _dec(raw[f], file, f"{where} field {f}")

@@ -288,6 +288,9 @@ def to_state(h: Any) -> State:
         cache_protected_len=tuple(0 if st in (NEW, WAITING) else req_field(sl, "cache_protected_len")
                                   for sl, st in zip(h.slots, stats)),
         swa_evicted_seqlen=tuple(req_field(sl, "swa_evicted_seqlen") for sl in h.slots),
+        # v0.5.20+: the match's SWA branching point on the Req (None before it, and when none)
+        swa_branching_seqlen=tuple((getattr(sl.req, "swa_branching_seqlen", None) or 0) if sl.req is not None else 0
+                                   for sl in h.slots),
         last_node=tuple(last_node),
         swa_lock_top=tuple(swa_top),
         in_last_batch=tuple(extend_ran and sl.req is not None and any(q is sl.req for q in lb.reqs) for sl in h.slots),
