@@ -4,7 +4,7 @@ depth, then, where `progress` holds to it, its bounded-progress proof (the invar
 induction engine, then "a batch within N iterations").
 
     python -m bench --only liveness            # the quick set: the #23174 stall and one proof
-    python -m bench.liveness [--depth D] [--designs ...] [--configs ...] [--timeout S]
+    python -m bench.liveness [--depth D] [--designs ...] [--configs ...] [--timeout S] [--engine explicit]
                                                # the sweep, one JSON row per line on stdout
 
 Each (design, config) runs in a child process with a wall-clock budget, so a slow one is reported
@@ -23,12 +23,12 @@ LIVE = ("progress", "no_starvation", "deferred_eventually_admitted")
 QUICK = (("current", "hybrid_swa", 4), ("current", "small", 2))
 
 
-def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, conn: Any) -> None:
+def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, conn: Any, engine: str = "bmc") -> None:
     from model.designs import preset
     from model.system import System
     from specs.configs import CONFIGS
 
-    from checker.engines.liveness import LassoBMC, prove_progress
+    from checker.engines.liveness import LassoBMC, explicit_lassos, prove_progress
     from checker.verdict import Verdict
 
     cfg = CONFIGS[config]
@@ -39,8 +39,16 @@ def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, co
         return
     system = System(cfg, d)
     t0 = time.perf_counter()
-    res = LassoBMC(system, list(LIVE), timeout_ms=int(timeout_s * 1000)).run(depth)
-    row: dict[str, Any] = {"design": design, "config": config, "depth": depth, "lasso_s": round(time.perf_counter() - t0, 1)}
+    if engine == "explicit":
+        res = explicit_lassos(system, list(LIVE), depth, time_limit_s=timeout_s)
+    else:
+        res = LassoBMC(system, list(LIVE), timeout_ms=int(timeout_s * 1000)).run(depth)
+    row: dict[str, Any] = {"design": design, "config": config, "engine": engine, "depth": depth,
+                           "lasso_s": round(time.perf_counter() - t0, 1)}
+    if engine == "explicit":
+        m = res["progress"].meta
+        row["states"] = m.get("distinct_states")
+        row["exhausted_at"] = m.get("exhausted_at")
     for n, r in res.items():
         row[n] = r.words() + (f" ({r.reason})" if r.reason else "")
         if r.trace is not None:
@@ -57,10 +65,11 @@ def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, co
     conn.send(row)
 
 
-def one(design: str, config: str, depth: int, timeout_s: float = 600.0, budget_s: float = 1800.0, prove: bool = True) -> dict[str, Any]:
+def one(design: str, config: str, depth: int, timeout_s: float = 600.0, budget_s: float = 1800.0, prove: bool = True,
+        engine: str = "bmc") -> dict[str, Any]:
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_job, args=(design, config, depth, timeout_s, prove, send), daemon=True)
+    p = ctx.Process(target=_job, args=(design, config, depth, timeout_s, prove, send, engine), daemon=True)
     t0 = time.perf_counter()
     p.start()
     send.close()
@@ -97,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per solver query")
     ap.add_argument("--budget", type=float, default=1800.0, help="wall seconds per (design, config)")
     ap.add_argument("--no-prove", action="store_true")
+    ap.add_argument("--engine", choices=("bmc", "explicit"), default="bmc", help="lasso BMC or the explicit engine's fair cycles")
     a = ap.parse_args(argv)
     for d in a.designs:
         for c in a.configs:
-            print(json.dumps(one(d, c, a.depth, a.timeout, a.budget, not a.no_prove)), flush=True)
+            print(json.dumps(one(d, c, a.depth, a.timeout, a.budget, not a.no_prove, a.engine)), flush=True)
     return 0
 
 
