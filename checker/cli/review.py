@@ -264,13 +264,19 @@ def _repo_root() -> Path:
     return Path(model.system.__file__).resolve().parent.parent
 
 
-def extract_rev(rev: str, dest: Path) -> None:
-    """`git archive REV model specs` into dest; a bad revision is a usage error."""
+def check_rev(rev: str) -> None:
+    """A revision that is no commit of this repository is a usage error (PatchError)."""
     root = _repo_root()
     ok = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
                         capture_output=True, text=True)
     if ok.returncode != 0:
         raise PatchError(f"git revision {rev!r} is not a commit of {root}")
+
+
+def extract_rev(rev: str, dest: Path) -> None:
+    """`git archive REV model specs` into dest; a bad revision is a usage error."""
+    root = _repo_root()
+    check_rev(rev)
     arch = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev, "model", "specs"], capture_output=True)
     if arch.returncode != 0:
         raise PatchError(f"git archive {rev} model specs failed: {arch.stderr.decode(errors='replace').strip()}")
@@ -623,6 +629,13 @@ def cmd_review(args: Any) -> int:
                 load_patch(f)
             except PatchError as e:
                 raise UsageError(str(e)) from None
+    for s in (base, head):  # presets, fixes, mutants and revisions: bad input before any work
+        try:
+            s.design()
+            if s.rev is not None:
+                check_rev(s.rev)
+        except PatchError as e:
+            raise UsageError(str(e)) from None
     if not args.config and args.depth >= 6 and args.progress != "none":
         warn(f"kvmc review checks every config ({len(configs)}) on both sides to depth {args.depth}; this takes tens of "
              "minutes (--config NAME and --depth N narrow it; progress follows on stderr, Ctrl-C stops it with the "
