@@ -22,6 +22,7 @@ from typing import Any
 
 from specs.configs import CONFIGS
 
+from checker import interrupt
 from checker.cli.common import UsageError
 
 
@@ -86,8 +87,17 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     configs = args.config or list(CONFIGS)
     quiet = args.json or args.no_progress
     t0 = time.perf_counter()
-    outcomes = mutate(ms, configs, args.budget, args.jobs, args.equiv_timeout, args.divergence_time,
-                      progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)))
+    outcomes: list[Any] = []
+    try:
+        mutate(ms, configs, args.budget, args.jobs, args.equiv_timeout, args.divergence_time,
+               progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)), into=outcomes)
+    except interrupt.Interrupted as e:  # every child is stopped by now: report the mutants settled so far
+        done = [o for o in outcomes if o.status != "pending"]
+        print(f"kvmc: interrupted by {e.name} after {len(done)} of {len(ms)} mutants; their results follow",
+              file=sys.stderr, flush=True)
+        if done and not args.json:
+            print(render_text(done, args.budget))
+        return e.exit_code
     seconds = time.perf_counter() - t0
     argv = " ".join(sys.argv[1:]) if sys.argv[1:2] == ["mutate"] else "mutate ..."
     rows = summary(outcomes, lambda o: o.module)

@@ -148,12 +148,14 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
 
 def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_BUDGET_S, workers: int = 1,
            equiv_timeout_s: float = EQUIV_TIMEOUT_S, divergence_s: float = DIVERGENCE_S,
-           progress: Callable[[str], None] | None = None) -> list[Outcome]:
+           progress: Callable[[str], None] | None = None, into: list[Outcome] | None = None) -> list[Outcome]:
+    """Every mutant's outcome (module docstring). `into`: a list the outcomes are put in as they
+    are created (status "pending" until settled), so an interrupted run can report what it settled."""
     from checker.mutation import runner
     from checker.mutation.coverage import configs_running
 
     say = progress or (lambda msg: None)
-    outcomes: list[Outcome] = []
+    outcomes: list[Outcome] = into if into is not None else []
     for m in mutants:
         run_in = configs_running(m.file, m.line, configs)
         outcomes.append(Outcome(m, run_in, "unreached" if not run_in else "pending"))

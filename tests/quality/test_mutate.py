@@ -1,0 +1,116 @@
+"""`kvmc mutate` (checker/mutation/): generated mutants of the model are killed by kvmc's own
+engines, proved equivalent, or explained; nothing is written to model/.
+
+The CI run: the allocator module on the `small` config, a fixed seed, the `drop` and `negate`
+operators, a small budget. Dropping `full_available -= tokens` from `alloc` must be killed (the
+ledger breaks at the first extend); negating `if x.cfg.hybrid_swa` in `evict_from_tree_cache`'s
+SWA shortfall changes nothing on a config without an SWA pool and must come out `equivalent`; the
+lines only hybrid configs run are `unreached` on `small`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checker.mutation.mutate import select, summary
+from checker.mutation.operators import OPERATORS, compile_mutant, design_for, generate, parse_id
+from model.transition import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _model_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted((ROOT / "model").rglob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_every_transition_has_mutants_and_each_compiles_without_touching_a_file() -> None:
+    before = _model_digest()
+    ms = generate()
+    assert {m.op for m in ms} == set(OPERATORS), "every operator should apply somewhere in the model"
+    assert len({m.id for m in ms}) == len(ms), "mutant ids are unique"
+    with_mutants = {m.transition for m in ms}
+    assert len(with_mutants) >= 0.8 * len(REGISTRY), sorted(set(REGISTRY) - with_mutants)
+    for m in ms[::25]:  # a spread of them: each compiles to the transition's signature, with a design of its own
+        fn = compile_mutant(m)
+        orig = REGISTRY[m.transition].fn
+        assert inspect.signature(fn) == inspect.signature(orig), m.id
+        assert fn is not orig and fn.__code__.co_filename == orig.__code__.co_filename
+        d = design_for(m)
+        assert d.overrides[m.transition] is not None and m.id in d.name
+        assert parse_id(m.id) == m
+    assert _model_digest() == before, "generating and compiling mutants must not write to model/"
+
+
+def test_a_seeded_sample_is_the_same_every_time() -> None:
+    a = [m.id for m in select(None, 5, 20)]
+    b = [m.id for m in select(None, 5, 20)]
+    c = [m.id for m in select(None, 6, 20)]
+    assert a == b and len(a) == 20 and a != c
+    per = select(None, 1, None, per_module=2)
+    sizes: dict[str, int] = {}
+    for m in generate():
+        sizes[m.module] = sizes.get(m.module, 0) + 1
+    got: dict[str, int] = {}
+    for m in per:
+        got[m.module] = got.get(m.module, 0) + 1
+    assert got == {mod: min(2, n) for mod, n in sizes.items()}
+
+
+def _run(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "checker.cli", "mutate", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_bad_input_is_one_line_and_exit_2() -> None:
+    for args, what in ((["--module", "nope"], "unknown module 'nope'"), (["--config", "nope"], "unknown config 'nope'"),
+                       (["--operator", "nope"], "unknown operator 'nope'"), (["--budget", "0"], "--budget=0.0"),
+                       (["--mutant", "alloc@1:drop:9"], "unknown mutant")):
+        p = _run(*args, timeout=300)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and what in lines[0], (args, p.stderr)
+
+
+def test_ci_run_kills_a_mutant_and_proves_one_equivalent(tmp_path: Path) -> None:
+    save = tmp_path / "mutation.json"
+    p = _run("--module", "allocator", "--config", "small", "--operator", "drop", "--operator", "negate", "--seed", "0",
+             "--budget", "120", "--json", "--no-progress", "--save", str(save))
+    assert p.returncode == 0, p.stderr[-2000:]
+    data = json.loads(p.stdout)
+    assert json.loads(save.read_text())["outcomes"] == data["outcomes"]
+    out = {o["mutant"]["id"]: o for o in data["outcomes"]}
+    statuses = {o["status"] for o in out.values()}
+    assert statuses <= {"killed", "survived", "equivalent", "unreached", "invalid"}, statuses
+    alloc_drop = [o for o in out.values() if o["mutant"]["transition"] == "alloc" and "full_available" in o["mutant"]["before"]]
+    assert alloc_drop and alloc_drop[0]["status"] == "killed", alloc_drop
+    kill = alloc_drop[0]["kill"]
+    assert kill["config"] == "small" and kill["how"] == "violated" and kill["depth"] >= 1 and kill["property"]
+    swa_guard = [o for o in out.values() if o["mutant"]["transition"] == "evict_from_tree_cache" and o["mutant"]["op"] == "negate"]
+    assert swa_guard and swa_guard[0]["status"] == "equivalent" and swa_guard[0]["evidence"], swa_guard
+    unreached = [o for o in out.values() if o["status"] == "unreached"]
+    assert unreached and all(o["configs"] == [] for o in unreached)  # the SWA and HiCache lines
+    for o in out.values():
+        if o["status"] == "survived":
+            assert o["gap"] in ("property gap", "search gap", "unclassified") and o["evidence"], o
+    (row,) = data["by_module"]
+    assert row["group"] == "allocator" and row["killed"] == sum(o["status"] == "killed" for o in out.values())
+
+
+def test_summary_counts_and_rate() -> None:
+    from checker.mutation.mutate import Outcome
+
+    ms = generate("session")[:4]
+    os_ = [Outcome(ms[0], ["sessions"], "killed", 1.0), Outcome(ms[1], ["sessions"], "survived"),
+           Outcome(ms[2], ["sessions"], "equivalent"), Outcome(ms[3], [], "unreached")]
+    (row,) = summary(os_, lambda o: o.module)
+    assert (row["killed"], row["survived"], row["equivalent"], row["unreached"]) == (1, 1, 1, 1)
+    assert row["kill_rate"] == pytest.approx(0.5)
