@@ -152,6 +152,18 @@ FIXES: dict[str, Fix] = {
             off="only requests of last_batch and running_batch are counted",
         ),
         Fix(
+            "swa_branching_insert",
+            0,
+            "",
+            "v0.5.20",
+            "the match records swa_branching_seqlen = floor_page(Full-KV hit) when the Full-KV hit reaches past the "
+            "SWA-valid prefix (device + host hit); the request's next insert with branching > P caches only "
+            "[0, branching) (at a stash the rest stays the request's, at finish it is freed), re-publishing a live "
+            "SWA window there; an unfinished insert then releases its out-of-window SWA again (PR not identified; "
+            "first seen in v0.5.20's unified_cache/components/swa.py; #37584 ports it to the Rust core)",
+            off="every insert caches [0, floor_page(C))",
+        ),
+        Fix(
             "prompt_boundary_split",
             0,
             "",

@@ -233,6 +233,7 @@ class MatchResult:
     host_in_window: tuple  # per atom: part of the host hit and inside the SWA window
     cache_protected_len: Any  # MatchResult.cache_protected_len (a session slot's), else prefix_len
     swa_evicted_seqlen: Any  # a restored session row's E, else 0
+    swa_branching_seqlen: Any = 0  # floor_page(Full-KV hit) past the SWA-valid prefix, else 0 (v0.5.20)
 
     def merge(self, ops: Any, c: Any, other: "MatchResult") -> "MatchResult":
         def m(a: Any, b: Any) -> Any:
@@ -283,7 +284,7 @@ def match_prefix(x: Ctx, s: State, r: int, key_len: Any) -> MatchResult:
         pos = x.ite(e, end, pos)
     if not x.cfg.hicache:
         zero = tuple(False for _ in range(K))
-        return MatchResult(prefix, last, last, 0, 0, zero, zero, prefix, 0)
+        return MatchResult(prefix, last, last, 0, 0, zero, zero, prefix, 0, _branching(x, s, r, key, prefix))
     # host continuation: only right after a device match that ended at its physical end
     hpos: Any = prefix
     hok: Any = last == walk_end
@@ -310,7 +311,39 @@ def match_prefix(x: Ctx, s: State, r: int, key_len: Any) -> MatchResult:
             deeper = x.sum(x.ite(in_host[b], s.node_len[b], 0) for b in x.shape.descendants[a] if b in path)
             in_window[a] = x.and_(in_host[a], deeper < W)
             swa_host = swa_host + x.ite(in_window[a], s.node_len[a], 0)
-    return MatchResult(prefix, last, best, host_hit, swa_host, tuple(in_host), tuple(in_window), prefix, 0)
+    return MatchResult(prefix, last, best, host_hit, swa_host, tuple(in_host), tuple(in_window), prefix, 0,
+                       _branching(x, s, r, key, prefix + host_hit))
+
+
+def _branching(x: Ctx, s: State, r: int, key: Any, boundary: Any) -> Any:
+    """`swa_branching_seqlen` of the match (`finalize_match_result_in_tree_core`, v0.5.20,
+    `0.5.20:mem_cache/unified_cache/components/swa.py:344-386`): the Full-KV hit (every node the walk
+    passes, device or backed-up host, `full_kv_hit_length`) floored to a page, when it reaches past
+    the SWA-valid boundary (device prefix + host hit); 0 (None) otherwise or without the flag."""
+    if not (x.cfg.hybrid_swa and x.on("swa_branching_insert")):
+        return 0
+    ok: Any = True
+    pos: Any = 0
+    hit: Any = 0
+    for a in x.shape.path[r]:
+        L = s.node_len[a]
+        e = L > 0
+        live = x.or_(s.node_device[a], s.node_host[a]) if x.cfg.hicache else True
+        take = x.and_(ok, e, live, pos + L <= key)
+        ok = x.and_(ok, x.or_(x.not_(e), take))
+        hit = x.ite(take, pos + L, hit)
+        pos = x.ite(e, pos + L, pos)
+    full = x.floor_page(hit)
+    return x.ite(full > boundary, full, 0)
+
+
+def _branch_cut(x: Ctx, s: State, r: int) -> Any:
+    """`SWAComponent.prepare_for_caching_req` (v0.5.20): the next insert caches only [0, branching)
+    when branching > P and the key reaches it (`effective_cache_len <= len(token_ids)`)."""
+    if not (x.cfg.hybrid_swa and x.on("swa_branching_insert")):
+        return False
+    b = s.swa_branching_seqlen[r]
+    return x.and_(b > s.cache_protected_len[r], b <= s.kv_committed_len[r])
 
 
 @transition(
@@ -689,7 +722,8 @@ def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:
     "mem_cache/swa_radix_cache.py::SWARadixCache.cache_unfinished_req | unified_radix_cache.py::UnifiedRadixCache.cache_unfinished_req",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
-        "cache_protected_len", "swa_evicted_seqlen", "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS,
+        "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen", "last_node", "swa_lock_top", *SPLIT_REMAPS,
+        *DRIFT_FIELDS,
     ),
 )
 def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
@@ -706,13 +740,17 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
     inserted key, which the SWA validator can end short of it (a live tail of fewer than W tokens
     after a tombstone): SGLang asserts only old P <= new P; kvmc takes the match as SGLang does
     (old P above it would be SGLang's AssertionError, which kvmc reports as the broken ledger it
-    leaves). `path` (v0.5.23, `checkpoint_into_tree`) keeps the inserted path."""
+    leaves). `path` (v0.5.23, `checkpoint_into_tree`) keeps the inserted path. With
+    `swa_branching_insert` (v0.5.20) a request whose match recorded a branching point past P
+    inserts only [0, branching) (and its window release is measured from there)."""
     v = x.variant("unfinished_swa_release") if x.cfg.hybrid_swa else None
     C = s.kv_committed_len[r]
-    end = x.floor_page(C)
+    cut = _branch_cut(x, s, r)  # swa_branching_insert: the key stops at the branching point
+    key_len = x.ite(cut, s.swa_branching_seqlen[r], C) if cut is not False else C
+    end = x.floor_page(key_len)
     E = None
     if v is not None:
-        s = free_swa_out_of_window_slots(x, s, r, C - 1)
+        s = free_swa_out_of_window_slots(x, s, r, key_len - 1)
         E = s.swa_evicted_seqlen[r]
     s, last, owned = insert(x, s, r, s.cache_protected_len[r], end, E, site)
     if v == "rematch":
@@ -720,7 +758,14 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
         last, owned = m.last_device_node, m.prefix_len
     s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
     s, top = inc_lock_ref(x, s, last)
-    return s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
+    s = s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
+    if cut is not False:
+        # `cleanup_after_caching_req`: the branch is inserted, forget it; with the eager release on,
+        # release what slid out of the window of the whole fill (pre_len = C - 1) again
+        s = s.req(r, swa_branching_seqlen=x.ite(cut, 0, s.swa_branching_seqlen[r]))
+        if v is not None:
+            s = x.branch(cut, lambda: free_swa_out_of_window_slots(x, s, r, C - 1), lambda: s)
+    return s
 
 
 @transition(
@@ -732,13 +777,17 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
 )
 def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> State:
     """Finish (or, with is_insert=False, retract) request r: insert [P, floor(C)) with its
-    swa_evicted_seqlen (or free it), free the unaligned tail [floor(C), C) as a whole page, unlock.
+    swa_evicted_seqlen (or free it), free the unaligned tail [floor(C), C) as a whole page, unlock
+    (with `swa_branching_insert` the insert may stop at the branching point: the rest is freed).
     With `prompt_boundary_split` (plain radix cache, v0.5.20) the key cut at floor(|input|) is
     inserted again, which only splits the node the prompt ends inside (no frees)."""
     C, P = s.kv_committed_len[r], s.cache_protected_len[r]
     E = s.swa_evicted_seqlen[r] if x.cfg.hybrid_swa else 0
     held_from = x.max(P, E)  # the request's SWA slots start here
     end = x.floor_page(C)
+    cut = _branch_cut(x, s, r) if is_insert else False
+    if cut is not False:  # swa_branching_insert: only [0, branching) is cached, the rest freed
+        end = x.ite(cut, s.swa_branching_seqlen[r], end)
     if is_insert:
         s, _last, owned = insert(x, s, r, P, end, E if x.cfg.hybrid_swa else None, site)
         if not x.cfg.hybrid_swa and x.on("prompt_boundary_split"):

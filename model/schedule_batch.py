@@ -187,7 +187,7 @@ def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
 @transition(
     "managers/schedule_batch.py::ScheduleBatch.retract_decode",
     modifies=(
-        "status", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen", "last_node",
+        "status", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen", "last_node",
         "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available",
         "swa_available", "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
@@ -225,6 +225,7 @@ def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
                     kv_committed_len=0,
                     cache_protected_len=0,
                     swa_evicted_seqlen=0,
+                    swa_branching_seqlen=0,
                     last_node=ROOT,
                     swa_lock_top=ROOT,
                 )

@@ -190,6 +190,8 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
     key_len = s.origin_input_len[r] + s.output_len[r] - 1
     i = x.cfg.slot_of(r)
     tree_match = radix_cache.match_prefix(x, s, r, key_len)
+    if x.cfg.hybrid_swa and x.on("swa_branching_insert"):  # `req.swa_branching_seqlen = match_result...` (v0.5.20)
+        s = s.req(r, swa_branching_seqlen=tree_match.swa_branching_seqlen)
     if i is None:
         return s, tree_match, True
     restore = x.and_(s.slot_holding[i], x.not_(s.slot_closed[i]))
@@ -200,7 +202,7 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
 @transition(
     "managers/scheduler.py::Scheduler.get_new_batch_prefill",
     modifies=( "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone",
-        "cache_protected_len", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top",
+        "cache_protected_len", "swa_branching_seqlen", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top",
         "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_is_active", *DRIFT_FIELDS),
 )
@@ -239,7 +241,7 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
     modifies=(
         "status", "output_len", "in_last_batch", "last_batch", "node_len", "node_device", "node_host",
         "node_swa_tombstone", "full_available", "swa_available", "req_pool_available",
-        "cache_protected_len", "swa_evicted_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
+        "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node",
         "slot_swa_lock_top", "slot_is_active", "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
 )
@@ -282,7 +284,7 @@ def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
 @transition(
     "managers/scheduler.py::Scheduler.update_running_batch + run_batch(decode) + process_batch_result_decode",
     modifies=(
-        "status", "output_len", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen",
+        "status", "output_len", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen",
         "last_node", "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available", "req_pool_available", "slot_holding",
         "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len",
         "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom",

@@ -88,6 +88,7 @@ class Match:
     swa_host_hit_length: int
     host_nodes: list[TreeNode]
     in_window: set[int]  # ids of host nodes whose SWA is loaded too
+    full_hit: int = 0  # `full_kv_hit_length`: every node the walk passes, device or backed-up host
 
     @property
     def prefix_len(self) -> int:
@@ -328,7 +329,14 @@ class RadixTree:
                     in_window.add(c.id)
                     swa_host += len(c)
                 deeper += len(c)
-        return Match(device_indices, last, best, sum(len(c) for c in host_nodes), swa_host, host_nodes, in_window)
+        full_hit, n, fpos = 0, self.root, 0
+        while True:
+            c = self._child(n, tokens, fpos, owner)
+            if c is None or (c.value is None and c.host_value is None) or fpos + len(c) > key:
+                break
+            n, fpos = c, fpos + len(c)
+            full_hit = fpos
+        return Match(device_indices, last, best, sum(len(c) for c in host_nodes), swa_host, host_nodes, in_window, full_hit)
 
     # -- eviction ---------------------------------------------------------------------------------
     def _delete(self, n: TreeNode) -> None:

@@ -75,6 +75,7 @@ class Req:
     in_last_batch: bool = False
     load_back: LockHandle | None = None  # in-flight HiCache load-back lock
     decode_batch_idx: int = 0
+    swa_branching_seqlen: int = 0  # the match's SWA branching point (0 = None; swa_branching_insert)
 
 
 @dataclass(eq=False)
@@ -531,6 +532,9 @@ class Scheduler:
     def match_prefix(self, req: Req) -> tuple[Match, Restored | None]:
         key_len = req.origin_input_len + req.output_len - 1
         m = self.tree.match_prefix(self.tokens_of(req.rid), key_len, req.rid, self.cfg.hicache)
+        if self.hybrid and self.design.on("swa_branching_insert"):  # v0.5.20: past the SWA-valid boundary
+            full = floor_page(m.full_hit, self.ps)
+            req.swa_branching_seqlen = full if full > m.prefix_len + m.host_hit_length else 0
         i = self.cfg.slot_of(req.rid)
         if i is not None:
             slot = self.slots[i]
@@ -665,11 +669,13 @@ class Scheduler:
         gets that E; `rematch` then takes P and the lock node from a match of the inserted key
         (and points the row at the tree only that far, as SGLang writes `new_indices[P:]`)."""
         C = req.kv_committed_len
-        end = floor_page(C, self.ps)
+        cut = self._branch_cut(req)  # swa_branching_insert: the key stops at the branching point
+        key_len = req.swa_branching_seqlen if cut else C
+        end = floor_page(key_len, self.ps)
         v = self.design.variant("unfinished_swa_release") if self.hybrid else None
         E = None
         if v is not None:
-            self.free_swa_out_of_window_slots(req, C - 1)
+            self.free_swa_out_of_window_slots(req, key_len - 1)
             E = req.swa_evicted_seqlen
         backup = self._backup(ch, site)
         last, owned, rewrite = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi),
@@ -685,6 +691,16 @@ class Scheduler:
             self.tree.dec_lock_ref(old)
         req.lock = self.tree.inc_lock_ref(last)
         req.cache_protected_len = owned
+        if cut:  # the branch is inserted: forget it, and release the whole fill's out-of-window SWA again
+            req.swa_branching_seqlen = 0
+            if v is not None:
+                self.free_swa_out_of_window_slots(req, C - 1)
+
+    def _branch_cut(self, req: Req) -> bool:
+        """`SWAComponent.prepare_for_caching_req` (v0.5.20): cache only [0, branching) when
+        branching > P and the key reaches it."""
+        b = req.swa_branching_seqlen
+        return bool(self.hybrid and self.design.on("swa_branching_insert") and req.cache_protected_len < b <= req.kv_committed_len)
 
     def cache_finished_req(self, req: Req, is_insert: bool, ch: Chooser, site: str) -> None:
         """Insert [P, floor(C)) with swa_evicted_seqlen (or free it), free the unaligned tail page,
@@ -692,6 +708,8 @@ class Scheduler:
         ps = self.ps
         C, P = req.kv_committed_len, req.cache_protected_len
         end = floor_page(C, ps)
+        if is_insert and self._branch_cut(req):  # swa_branching_insert: only [0, branching) is cached
+            end = req.swa_branching_seqlen
         owned = P
         if is_insert:
             backup = self._backup(ch, site)
@@ -815,7 +833,7 @@ class Scheduler:
                     self.evict_from_tree_cache(rest * self.cfg.retract_decode_steps, ch, "evict")
                 # reset_for_retract (output_ids are kept); an abort finishes the request
                 victim.kv_allocated_len = victim.kv_committed_len = 0
-                victim.cache_protected_len = victim.swa_evicted_seqlen = 0
+                victim.cache_protected_len = victim.swa_evicted_seqlen = victim.swa_branching_seqlen = 0
                 victim.decode_batch_idx = 0
                 self.running.remove(victim)
                 if abort:

@@ -202,6 +202,10 @@ def typing(x: Ctx, s: State) -> Any:
         c.append(s.origin_input_len[r] >= 1)
         if not hyb:
             c.append(s.swa_evicted_seqlen[r] == 0)
+        if hyb and x.on("swa_branching_insert"):
+            c += [s.swa_branching_seqlen[r] >= 0, x.page_aligned(s.swa_branching_seqlen[r])]
+        else:
+            c.append(s.swa_branching_seqlen[r] == 0)
         if session:
             c += [s.turn[r] >= 0, s.turn[r] < cfg.max_turns]
         else:
@@ -312,9 +316,11 @@ def private_chains(x: Ctx, s: State) -> Any:
             c.append(x.implies(x.and_(st == CHUNKED, fresh, s.node_len[a] > 0), _on_path(x, s.last_node[r], a)))
         # Every stash covers [P, floor(C)) entirely, retracted or not: where it ends inside a node
         # of the request's chain left from before a retraction, the node is split
-        # (radix_cache.split_node). Between its chunks (not in the last batch) that is all of C.
-        c.append(x.implies(x.and_(st == CHUNKED, x.not_(s.in_last_batch[r])),
-                           s.cache_protected_len[r] == x.floor_page(s.kv_committed_len[r])))
+        # (radix_cache.split_node). Between its chunks (not in the last batch) that is all of C
+        # (with `swa_branching_insert` a stash may stop at the match's branching point instead).
+        if not (x.cfg.hybrid_swa and x.on("swa_branching_insert")):
+            c.append(x.implies(x.and_(st == CHUNKED, x.not_(s.in_last_batch[r])),
+                               s.cache_protected_len[r] == x.floor_page(s.kv_committed_len[r])))
     return x.and_(*c)
 
 

@@ -56,9 +56,10 @@ SWA = (PAGE4, CONFIGS["hybrid_swa"], CONFIGS["hybrid_swa_hicache"])
 REMATCH = (("swa_release_threshold", "max_w_ps"), ("unfinished_swa_release", "rematch"))
 # the v0.5.20-v0.5.22 and v0.5.23 unified-cache sets, and each flag alone
 UNIFIED_20 = (("swa_leaf_window_cap", "on"), ("swa_tombstone_leaf_kept", "on"), *REMATCH,
-              ("swa_segment_lock", "on"), ("busy_check_chunked_req", "on"))
+              ("swa_segment_lock", "on"), ("busy_check_chunked_req", "on"), ("swa_branching_insert", "on"))
 UNIFIED_23 = (("swa_leaf_window_cap", "on"), ("swa_tombstone_leaf_kept", "on"), ("swa_release_threshold", "ceil_max_w_ps"),
-              ("unfinished_swa_release", "path"), ("swa_segment_lock", "on"), ("busy_check_chunked_req", "on"))
+              ("unfinished_swa_release", "path"), ("swa_segment_lock", "on"), ("busy_check_chunked_req", "on"),
+              ("swa_branching_insert", "on"))
 CASES: list[tuple[tuple[tuple[str, str], ...], tuple[Config, ...]]] = [
     ((("swa_release_threshold", "max_w_ps"),), SWA),
     ((("swa_release_threshold", "ceil_max_w_ps"),), SWA),
@@ -68,6 +69,7 @@ CASES: list[tuple[tuple[tuple[str, str], ...], tuple[Config, ...]]] = [
     ((("unfinished_swa_release", "path"),), SWA),
     ((("swa_segment_lock", "on"),), SWA),
     ((("busy_check_chunked_req", "on"),), SWA),
+    ((("swa_branching_insert", "on"),), SWA),
     ((("prompt_boundary_split", "on"),), (CONFIGS["small"],)),
     (UNIFIED_20, SWA),
     (UNIFIED_23, SWA),
@@ -129,4 +131,25 @@ def test_flag_scenarios_replay_on_the_pool(i: int) -> None:
         if f in design.fixes and f not in pool_flags():
             design = design.with_fix(f, None)
     o = replay_trace(_scenario_trace(cfg, design, picks, **params), file=name)
+    assert o.ok, o.line()
+
+
+# Two walks (found by searching seeds) in which a match records a branching point and the next insert
+# stops there (swa_branching_insert): random walks reach it rarely, so these pin it.
+BRANCH_DESIGN = (("swa_release_threshold", "max_w_ps"), ("unfinished_swa_release", "path"), ("swa_branching_insert", "on"))
+
+
+@pytest.mark.parametrize("seed", [166793564, 234119102])
+def test_branching_walk_replays_on_the_pool(seed: int) -> None:
+    from model.state import CHUNKED, RUNNING
+
+    design = _design(BRANCH_DESIGN)
+    t = random_walk(PAGE4, design, 24, seed)
+    ps = PAGE4.page_size
+    cut = [k for k in range(1, len(t.steps)) for r in range(PAGE4.num_reqs)
+           if t.steps[k - 1].state.swa_branching_seqlen[r] > 0 and t.steps[k].state.in_last_batch[r]
+           and t.steps[k].state.status[r] in (RUNNING, CHUNKED)
+           and t.steps[k].state.cache_protected_len[r] < t.steps[k].state.kv_committed_len[r] // ps * ps]
+    assert cut, "the walk no longer reaches a branching insert (the model changed): pick new seeds"
+    o = replay_trace(t, file=f"branching walk {seed}")
     assert o.ok, o.line()

@@ -238,3 +238,51 @@ def test_busy_check_chunked_req_finding_6(flag: str | None, fired: bool) -> None
     x = run.ctx()
     assert PROPERTIES["conservation"].holds(x, s) is True
     assert PROPERTIES["busy_check_sound"].holds(x, s) is (not fired)
+
+
+# -- swa_branching_insert (v0.5.20, PR not identified) -------------------------------------------------
+# 0.5.20:mem_cache/unified_cache/components/swa.py:344-386 (the match records branching =
+# floor_page(full_kv_hit_length) when it reaches past the SWA-valid prefix), :925-950
+# (prepare_for_caching_req: the insert stops at branching when branching > P), :975-990 (cleanup: the
+# branch is inserted, forget it; release the out-of-window SWA again with pre_len = |fill| - 1).
+# A retracted request (11 prompt tokens + 1 output) finds its own chain [0, 4) tombstone, [4, 8) live:
+# the match stops at the root (4 < W live tokens after the tombstone), the Full-KV hit is 8, so
+# branching = 8. Its prefill is [0, 12); cache_unfinished_req (path, max_w_ps):
+#   off: pre_len 11, E' = floor_4(11 - 5) = 4: SWA [0, 4) released; insert [0, 12): [0, 4) stays a
+#        tombstone (the request's copy freed), [4, 8) a duplicate, [8, 12) new; P = 12.
+#   on:  the key stops at 8: pre_len 7, E' = 0; insert [0, 8): the tombstone [0, 4) is revived with the
+#        request's slots, [4, 8) a duplicate; P = 8; then E := max(E, P) = 8 (floor_4(11 - 5) = 4 < 8):
+#        the request keeps [8, 12) as its own and the tree has a live window [0, 8) again.
+S_BR = _swa_cfg(4, 5, 11, 3, full=64, swa=64)
+BR = F3.with_fix("unfinished_swa_release", "path")
+
+
+@pytest.mark.parametrize("flag", [None, "on"])
+def test_swa_branching_insert(flag: str | None) -> None:
+    from checker.traces.trace import DictOracle
+    from model.config import concrete_params
+    from model.ops import Concrete
+    from model.radix_cache import match_prefix
+    from model.state import WAITING
+    from model.system import System, init_state
+
+    system = System(S_BR, BR.with_fix("swa_branching_insert", flag))
+    p = concrete_params(S_BR)
+    s = init_state(system.ctx(Concrete(), p))
+    s = s.set(node_len=(4, 4, 0, 0), node_swa_tombstone=(True, False, False, False), full_available=56, swa_available=60)
+    s = s.req(0, status=WAITING, output_len=1)
+    m = match_prefix(system.ctx(Concrete(), p), s, 0, 11)
+    assert (m.prefix_len, m.swa_branching_seqlen) == (0, 8 if flag else 0)
+    x = system.ctx(Concrete(DictOracle({})), p, check_frames=True)
+    s1 = system.step(x, s)
+    assert s1.kv_committed_len[0] == 12 and s1.swa_branching_seqlen[0] == 0
+    if flag is None:
+        assert (s1.cache_protected_len[0], s1.swa_evicted_seqlen[0]) == (12, 4)
+        assert s1.node_len[:3] == (4, 4, 4) and s1.node_swa_tombstone[:3] == (True, False, False)
+        assert (s1.full_available, s1.swa_available) == (52, 56)
+    else:
+        assert (s1.cache_protected_len[0], s1.swa_evicted_seqlen[0]) == (8, 8)
+        assert s1.node_len[:3] == (4, 4, 0) and s1.node_swa_tombstone[:2] == (False, False)
+        assert (s1.full_available, s1.swa_available) == (52, 52)
+    from specs.properties import PROPERTIES
+    assert PROPERTIES["conservation"].holds(x, s1) is True
