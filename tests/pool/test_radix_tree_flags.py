@@ -58,3 +58,21 @@ def test_tombstone_leaf_kept() -> None:
             assert alloc.full_available_size() == 56
         else:
             assert nodes == [] and last is tree.root and alloc.full_available_size() == 64
+
+
+def test_split_at_the_prompt_boundary() -> None:
+    """`prompt_boundary_split`'s topology-only re-insert on the pool's tree: the node holding [0, 12)
+    splits at 8 (head keeps its atom, the tail moves one atom down), no slot changes hands."""
+    from pool.allocator import PlainAllocator
+
+    alloc = PlainAllocator(64, 4, DEV, "full")
+    tree = RadixTree(alloc, 4, False, 0, None, DEV, next_atom=lambda owner, atom: None if atom is None or atom >= 2 else atom + 1)
+    idx = alloc.alloc(12)
+    assert idx is not None
+    tree.add_node(tree.root, _tokens(0, 12), idx, 0, 0)
+    tree.split_at(0, _tokens, 8)
+    nodes = sorted(tree.nodes(), key=lambda n: n.atom)
+    assert [(n.atom, len(n)) for n in nodes] == [(0, 8), (1, 4)] and nodes[1].parent is nodes[0]
+    assert torch.equal(torch.cat([nodes[0].value, nodes[1].value]), idx) and alloc.available_size() == 52
+    tree.split_at(0, _tokens, 8)  # at a node boundary: nothing to split
+    assert len(list(tree.nodes())) == 2

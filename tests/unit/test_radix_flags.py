@@ -286,3 +286,41 @@ def test_swa_branching_insert(flag: str | None) -> None:
         assert (s1.full_available, s1.swa_available) == (52, 52)
     from specs.properties import PROPERTIES
     assert PROPERTIES["conservation"].holds(x, s1) is True
+
+
+# -- prompt_boundary_split (plain radix cache, v0.5.20, PR not identified) -----------------------------
+# 0.5.20:mem_cache/radix_cache.py:517-541: after inserting [0, floor_page(C)), cache_finished_req inserts
+# the key cut at floor_page(|input|) again (topology only, no frees) when 0 < it < floor_page(C). kvmc's
+# requests are cached unfinished at the end of their prefill, so the prompt boundary is already a node
+# boundary, except when a retracted request's re-prefill built one node over prompt and output: here an
+# 8-token prompt with 5 output tokens holds [0, 12) as one node (C = 12 = P). At its finish the node is
+# split at 8, so an eviction of 4 tokens can take the output [8, 12) alone and keep the prompt.
+S_PBS = Config(name="radix_flags_pbs", doc="", num_reqs=1, page_size=4, private_atoms=3,
+               bounds={"full_tokens": (64, 64), "input_len": (8, 8), "max_new_tokens": (6, 6), "req_pool_size": (1, 1),
+                       "max_prefill_tokens": (64, 64)})
+
+
+@pytest.mark.parametrize("flag", [None, "on"])
+def test_prompt_boundary_split(flag: str | None) -> None:
+    from checker.traces.trace import DictOracle
+    from model.config import concrete_params
+    from model.ops import Concrete, Infeasible
+    from model.radix_cache import cache_finished_req, evict
+    from model.state import RUNNING
+    from model.system import System, init_state
+
+    system = System(S_PBS, CURRENT.with_fix("prompt_boundary_split", flag))
+    p = concrete_params(S_PBS)
+    s = init_state(system.ctx(Concrete(), p))
+    s = s.set(node_len=(12, 0, 0), full_available=52, req_pool_available=0)
+    s = s.req(0, status=RUNNING, output_len=5, kv_allocated_len=12, kv_committed_len=12, cache_protected_len=12, last_node=0)
+    s1 = cache_finished_req(system.ctx(Concrete(), p, check_frames=True), s, 0, True, "finish[0]")
+    assert s1.node_len == ((8, 4, 0) if flag else (12, 0, 0)) and s1.full_available == 52 and s1.last_node[0] == -1
+    if flag:  # the output leaf alone
+        s2 = evict(system.ctx(Concrete(DictOracle({"e.evict[1]": True})), p), s1, 4, 0, "e")
+        assert s2.node_len == (8, 0, 0) and s2.full_available == 56
+    else:  # the one node is the only leaf: 12 tokens go, or nothing
+        with pytest.raises(Infeasible):
+            evict(system.ctx(Concrete(DictOracle({})), p), s1, 4, 0, "e")
+        s2 = evict(system.ctx(Concrete(DictOracle({"e.evict[0]": True})), p), s1, 4, 0, "e")
+        assert s2.node_len == (0, 0, 0) and s2.full_available == 64
