@@ -141,8 +141,19 @@ def test_not_replayable_says_why(runs: dict[str, Any]) -> None:
             if str(o["file"]).startswith(str(REPO / "counterexamples"))}
     spec = next(o for k, o in outs.items() if "spec_topk" in k and "busy_check_complete" in k)
     assert spec["status"] == sr.NOT_REPLAYABLE and "draft" in spec["message"]
-    hic = next(o for k, o in outs.items() if k.startswith("current-without-swa_hostload_budget"))
-    assert hic["status"] == sr.NOT_REPLAYABLE and "HiCache" in hic["message"]
+    old = {Path(o["file"]).relative_to(REPO / "counterexamples").as_posix(): o for o in runs["old"]["outcomes"]
+           if str(o["file"]).startswith(str(REPO / "counterexamples"))}
+    hic = next(o for k, o in old.items() if k.startswith("current-without-swa_hostload_budget"))
+    assert hic["status"] == sr.NOT_REPLAYABLE and "UnifiedRadixCache with HiCache" in hic["message"], sr.line(hic)
+
+
+def test_hicache_release_with_the_fix_defers_the_load_back(runs: dict[str, Any]) -> None:
+    """#27391 on 0.5.13 (UnifiedRadixCache with real HiCache: HostPoolGroup, HybridCacheController,
+    the direct transfer as a row copy): the SWA budget charges the host hit, the request is not
+    admitted, nothing is loaded back and no allocation fails."""
+    o = _by_fix(runs["new"])[("current-without-swa_hostload_budget", ())]
+    assert o["status"] == sr.PASSED and o["mode"] == "events", sr.line(o)
+    assert "no_prefill_oom holds" in o["message"] and "departs from the trace at step 1" in o["message"]
 
 
 def test_forced_choices_make_sglang_follow_the_model(runs: dict[str, Any]) -> None:

@@ -51,6 +51,95 @@ class AbstractionError(RuntimeError):
     """The real state has a shape the model cannot express."""
 
 
+class TreeView:
+    """One reading of SGLang's tree nodes across its caches: `RadixCache` / `SWARadixCache` (a node
+    holds `value`, `host_value`, `lock_ref` or `full_lock_ref` / `swa_lock_ref`, `swa_tombstone`,
+    `swa_uuid`) and `UnifiedRadixCache` (0.5.12.post1+: per-component `component_data[ct]` with
+    `value`, `host_value`, `lock_ref`, `metadata["uuid"]`; its SWA value holds SWA-pool indices;
+    from 0.5.18 the tree core `tree_core` owns the root, the LRU lists and the counters, and a
+    request's `last_node` is a NodeId). A tombstone is a node on the device without SWA KV."""
+
+    def __init__(self, tree: Any, hybrid: bool) -> None:
+        self.tree = tree
+        self.hybrid = hybrid
+        self.unified = hasattr(tree, "tree_components") and hasattr(tree, "components")
+        self.core = getattr(tree, "tree_core", tree)  # 0.5.18+: the tree core owns the tree's state
+        if self.unified:
+            by_name = {ct.name: ct for ct in tree.tree_components}
+            self.FULL = by_name["FULL"]
+            self.SWA = by_name.get("SWA")
+
+    @property
+    def root(self) -> Any:
+        return self.core.root_node
+
+    def resolve(self, handle: Any) -> Any:
+        """A request's lock node: a NodeId from 0.5.18's UnifiedRadixCache, else the node."""
+        if isinstance(handle, int) and not isinstance(handle, bool):
+            try:
+                return self.core.node_by_id(handle)
+            except KeyError:
+                raise AbstractionError(f"a lock names node id {handle}, which is not in the tree") from None
+        return handle
+
+    def value(self, n: Any) -> Any:
+        """Full-pool indices on the device, None when evicted."""
+        return n.component_data[self.FULL].value if self.unified else n.value
+
+    def host_value(self, n: Any) -> Any:
+        return n.component_data[self.FULL].host_value if self.unified else getattr(n, "host_value", None)
+
+    def tombstone(self, n: Any) -> bool:
+        """The node is on the device without SWA KV."""
+        if not self.hybrid:
+            return False
+        if self.unified:
+            return self.value(n) is not None and n.component_data[self.SWA].value is None
+        return bool(n.swa_tombstone)
+
+    def full_lock(self, n: Any) -> int:
+        if self.unified:
+            return n.component_data[self.FULL].lock_ref
+        return n.full_lock_ref if hasattr(n, "full_lock_ref") else n.lock_ref
+
+    def swa_lock(self, n: Any) -> int:
+        return n.component_data[self.SWA].lock_ref if self.unified else n.swa_lock_ref
+
+    def swa_uuid(self, n: Any) -> Any:
+        if not self.hybrid:
+            return None
+        if self.unified:
+            return n.component_data[self.SWA].metadata.get("uuid")
+        return getattr(n, "swa_uuid", None)
+
+    def swa_indices(self, n: Any, mapping: Any) -> list[int]:
+        """SWA-pool indices the node owns (none for a tombstone or an evicted node)."""
+        if self.value(n) is None or self.tombstone(n):
+            return []
+        if self.unified:
+            return [int(i) for i in n.component_data[self.SWA].value.tolist()]
+        return [int(mapping[int(i)]) for i in n.value.tolist()]
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """SGLang's own full/SWA evictable and protected counters."""
+        t = self.core
+        if self.unified:
+            ev, pr = t.component_evictable_size_, t.component_protected_size_
+            if self.hybrid:
+                return ev[self.FULL], pr[self.FULL], ev[self.SWA], pr[self.SWA]
+            return ev[self.FULL], pr[self.FULL], 0, 0
+        if self.hybrid:
+            return t.full_evictable_size_, t.full_protected_size_, t.swa_evictable_size_, t.swa_protected_size_
+        return t.evictable_size_, t.protected_size_, 0, 0
+
+
+def view(h: Any) -> TreeView:
+    v = getattr(h, "_tree_view", None)
+    if v is None:
+        v = h._tree_view = TreeView(h.inner_tree, h.hybrid)
+    return v
+
+
 def _children(n: Any) -> list[Any]:
     ch = n.children
     return list(ch.values()) if isinstance(ch, dict) else list(ch)
@@ -64,7 +153,7 @@ def _tokens(n: Any) -> list[int]:
 
 def tree_nodes(h: Any) -> list[Any]:
     """Every node but the root, parents before children."""
-    root = h.inner_tree.root_node
+    root = view(h).root
     out, stack = [], list(reversed(_children(root)))
     while stack:
         n = stack.pop()
@@ -76,7 +165,7 @@ def tree_nodes(h: Any) -> list[Any]:
 def atom_nodes(h: Any) -> dict[int, Any]:
     """Model atom -> the TreeNode standing for it."""
     cfg = h.cfg
-    root = h.inner_tree.root_node
+    root = view(h).root
     out: dict[int, Any] = {}
 
     def walk(n: Any, depth: dict[int, int]) -> None:
@@ -105,31 +194,29 @@ def atom_nodes(h: Any) -> dict[int, Any]:
     return out
 
 
-def _lock(n: Any) -> int:
-    return n.full_lock_ref if hasattr(n, "full_lock_ref") else n.lock_ref
-
-
 def counters(h: Any) -> dict[str, tuple[int, int]]:
     """SGLang's counters and their recount from the nodes: {name: (sglang, recount)}."""
-    t = h.inner_tree
+    v = view(h)
     fe = fp = se = sp = 0
     for n in tree_nodes(h):
-        if n.value is None:
+        val = v.value(n)
+        if val is None:
             continue
-        L = len(n.value)
-        if _lock(n) > 0:
+        L = len(val)
+        if v.full_lock(n) > 0:
             fp += L
         else:
             fe += L
-        if h.hybrid and not n.swa_tombstone:
-            if n.swa_lock_ref > 0:
+        if h.hybrid and not v.tombstone(n):
+            if v.swa_lock(n) > 0:
                 sp += L
             else:
                 se += L
+    c = v.counters()
     if h.hybrid:
-        return {"full_evictable_size": (t.full_evictable_size_, fe), "full_protected_size": (t.full_protected_size_, fp),
-                "swa_evictable_size": (t.swa_evictable_size_, se), "swa_protected_size": (t.swa_protected_size_, sp)}
-    return {"full_evictable_size": (t.evictable_size_, fe), "full_protected_size": (t.protected_size_, fp)}
+        return {"full_evictable_size": (c[0], fe), "full_protected_size": (c[1], fp),
+                "swa_evictable_size": (c[2], se), "swa_protected_size": (c[3], sp)}
+    return {"full_evictable_size": (c[0], fe), "full_protected_size": (c[1], fp)}
 
 
 def req_len(req: Any, name: str) -> int:
@@ -172,17 +259,60 @@ def _sessions(h: Any) -> dict[str, Any]:
     return slots if isinstance(slots, dict) else {}
 
 
+def failed_rows(h: Any) -> list[int]:
+    """Rows `alloc_for_extend` took for the fresh requests of a batch whose KV allocation then
+    failed (SGLang takes the rows first and dies holding them; the model's allocation fails as a
+    whole, taking nothing): counted free, as the model has them."""
+    if not h.oom:
+        return []
+    pre = {sl.r: st for sl, st in zip(h.slots, h.pre_status)} if h.pre_status else {}
+    out = []
+    for sl in h.slots:
+        q = sl.req
+        if q is not None and any(q is f for f in h.failed_reqs) and pre.get(sl.r) in (NEW, WAITING) \
+                and q.req_pool_idx is not None:
+            out.append(int(q.req_pool_idx))
+    return out
+
+
+def load_backs(h: Any, atom: Any, uuid_atom: Any) -> tuple[list[int], list[int]]:
+    """The in-flight HiCache load-backs (`ongoing_load_back`: node id -> the node and the lock it
+    holds until the transfer is acknowledged) as the model's `load_back_node[r]` /
+    `load_back_swa_top[r]`, r the request whose admission started it (harness.py observes
+    `init_load_back`)."""
+    R = h.cfg.num_reqs
+    node, top = [ROOT] * R, [ROOT] * R
+    ongoing = getattr(h.inner_tree, "ongoing_load_back", None) or {}
+    for key, entry in ongoing.items():
+        r = h.load_back_owner.get(key)
+        if r is None:
+            raise AbstractionError(f"a load-back of node {key} is in flight that no request's admission started")
+        n = getattr(entry, "node", None)
+        if n is None:
+            n = getattr(entry, "node_id", None)
+        if n is None:
+            n = entry[0]
+        params = getattr(entry, "lock_params", None)
+        if params is None:
+            params = entry[1]
+        node[r] = atom(n)
+        top[r] = uuid_atom(getattr(params, "swa_uuid_for_lock", None)) if h.hybrid else ROOT
+    return node, top
+
+
 def to_state(h: Any) -> State:
     """The model's variables, read off SGLang's objects."""
     cfg = h.cfg
     K = cfg.num_atoms
     hyb = h.hybrid
+    v = view(h)
     nodes = atom_nodes(h)
     node_of = {id(n): a for a, n in nodes.items()}
-    uuid_of = {n.swa_uuid: a for a, n in nodes.items() if getattr(n, "swa_uuid", None) is not None}
-    root = h.inner_tree.root_node
+    uuid_of = {v.swa_uuid(n): a for a, n in nodes.items() if v.swa_uuid(n) is not None}
+    root = v.root
 
     def atom(n: Any) -> int:
+        n = v.resolve(n)
         if n is None or n is root:
             return ROOT
         if _is_virtual(n):
@@ -200,14 +330,14 @@ def to_state(h: Any) -> State:
         return uuid_of[u]
 
     node_len = [0] * K
-    node_device = [True] * K
+    node_device = [not cfg.hicache] * K  # with HiCache an absent atom is not on the device
     node_host = [False] * K
     node_tomb = [False] * K
     for a, n in nodes.items():
         node_len[a] = len(_tokens(n))
-        node_device[a] = n.value is not None if cfg.hicache else True
-        node_host[a] = getattr(n, "host_value", None) is not None
-        node_tomb[a] = bool(getattr(n, "swa_tombstone", False))
+        node_device[a] = v.value(n) is not None if cfg.hicache else True
+        node_host[a] = v.host_value(n) is not None
+        node_tomb[a] = v.tombstone(n)
     cnt = counters(h)
     stats = [status(h, sl) for sl in h.slots]
     lb = h.last_batch
@@ -219,12 +349,19 @@ def to_state(h: Any) -> State:
     def req_field(sl: Any, name: str) -> int:
         return 0 if sl.req is None else req_len(sl.req, name)
 
-    def holds_lock(st: int) -> bool:
-        return st in (RUNNING, CHUNKED)
+    # an allocation that failed (the scheduler dies) leaves its batch's requests admitted: the lock
+    # add_one_req took and P stand, status stays where it was (the model's view of that state)
+    failed = {id(q) for q in h.failed_reqs} if h.oom else set()
+
+    def admitted(sl: Any) -> bool:
+        return sl.req is not None and id(sl.req) in failed
+
+    def holds_lock(sl: Any, st: int) -> bool:
+        return st in (RUNNING, CHUNKED) or admitted(sl)
 
     last_node, swa_top = [], []
     for sl, st in zip(h.slots, stats):
-        if sl.req is None or not holds_lock(st):
+        if sl.req is None or not holds_lock(sl, st):
             last_node.append(ROOT)
             swa_top.append(ROOT)
             continue
@@ -262,13 +399,14 @@ def to_state(h: Any) -> State:
             return ROOT
         return uuid_atom(s.swa_uuid_for_lock)
 
+    lb_node, lb_top = load_backs(h, atom, uuid_atom)
     S = len(cfg.streaming_sessions)
     alloc = h.allocator
     last_batch = {"none": NO_BATCH, "extend": EXTEND_BATCH, "decode": DECODE_BATCH}[h.last_mode]
     return State(
         full_available=alloc.full_available_size() if hyb else alloc.available_size(),
         swa_available=alloc.swa_available_size() if hyb else 0,
-        req_pool_available=h.req_to_token_pool.available_size(),
+        req_pool_available=h.req_to_token_pool.available_size() + len(failed_rows(h)),
         full_evictable_drift=cnt["full_evictable_size"][0] - cnt["full_evictable_size"][1],
         full_protected_drift=cnt["full_protected_size"][0] - cnt["full_protected_size"][1],
         swa_evictable_drift=(cnt["swa_evictable_size"][0] - cnt["swa_evictable_size"][1]) if hyb else 0,
@@ -285,7 +423,7 @@ def to_state(h: Any) -> State:
         kv_committed_len=tuple(req_field(sl, "kv_committed_len") for sl in h.slots),
         # P is the tree prefix the request locks: none while it waits (0.5.10.post1's reset_for_retract
         # leaves the old value behind; add_one_req sets it again at admission)
-        cache_protected_len=tuple(0 if st in (NEW, WAITING) else req_field(sl, "cache_protected_len")
+        cache_protected_len=tuple(0 if st in (NEW, WAITING) and not admitted(sl) else req_field(sl, "cache_protected_len")
                                   for sl, st in zip(h.slots, stats)),
         swa_evicted_seqlen=tuple(req_field(sl, "swa_evicted_seqlen") for sl in h.slots),
         # v0.5.20+: the match's SWA branching point on the Req (None before it, and when none)
@@ -294,8 +432,8 @@ def to_state(h: Any) -> State:
         last_node=tuple(last_node),
         swa_lock_top=tuple(swa_top),
         in_last_batch=tuple(extend_ran and sl.req is not None and any(q is sl.req for q in lb.reqs) for sl in h.slots),
-        load_back_node=(ROOT,) * cfg.num_reqs,
-        load_back_swa_top=(ROOT,) * cfg.num_reqs,
+        load_back_node=tuple(lb_node),
+        load_back_swa_top=tuple(lb_top),
         turn=tuple(sl.turn for sl in h.slots),
         slot_holding=tuple(slot_holding(i) for i in range(S)),
         slot_kv_allocated_len=tuple(sv(i, "kv_allocated_len") if slot_holding(i) else 0 for i in range(S)),

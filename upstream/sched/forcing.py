@@ -108,29 +108,43 @@ class Forcing:
 
     # -- eviction ---------------------------------------------------------------------------------------------
     def _evict(self, *a: Any, **k: Any) -> Any:
-        from .abstraction import atom_nodes
+        from .abstraction import atom_nodes, view
 
         h = self.h
+        v = view(h)
         before = atom_nodes(h)
+        was_tomb = {atom: v.tombstone(n) for atom, n in before.items()}
         if self.enabled and (self.rank or self.tomb_rank):
             self._order(before)
         out = self._orig_evict(*a, **k)
         after = atom_nodes(h)
         for atom, n in before.items():
-            if n.value is None:
+            if v.value(n) is None:
                 continue
             m = after.get(atom)
-            if m is None or m.value is None:
+            if m is None or v.value(m) is None:
                 self.evicted.append(atom)
-            elif getattr(m, "swa_tombstone", False) and not getattr(n, "swa_tombstone", False):
+            elif v.tombstone(m) and not was_tomb[atom]:
                 self.tombstoned.append(atom)
         return out
 
     def _order(self, nodes: dict[int, Any]) -> None:
         """Make the chosen atoms' nodes the least recently used, in the trace's order."""
+        from .abstraction import view
+
+        v = view(self.h)
         tree = self.h.inner_tree
         chosen = sorted((a for a in nodes if a in self.rank), key=lambda a: self.rank[a])
         tomb = sorted((a for a in nodes if a in self.tomb_rank), key=lambda a: self.tomb_rank[a])
+        if v.unified:  # UnifiedRadixCache: Full evicts a heap of device leaves by last_access_time,
+            # SWA walks its LRU list from the tail (the tree core's from 0.5.18)
+            base = min((n.last_access_time for n in nodes.values()), default=0.0)
+            for i, a in enumerate(chosen):
+                nodes[a].last_access_time = base - 1_000_000.0 + i
+            if v.hybrid:
+                swa = [nodes[a] for a in chosen + [t for t in tomb if t not in chosen] if not v.tombstone(nodes[a])]
+                _to_unified_lru_end(v.core.lru_lists[v.SWA], swa)
+            return
         full_lru = getattr(tree, "full_lru_list", None)
         if full_lru is not None:  # SWARadixCache: doubly linked LRU lists, the tail side is the LRU
             _to_lru_end(full_lru, [nodes[a] for a in chosen])
@@ -141,6 +155,17 @@ class Forcing:
         base = min((n.last_access_time for n in nodes.values()), default=0.0)
         for i, a in enumerate(chosen):  # RadixCache: a heap of leaves by last_access_time
             nodes[a].last_access_time = base - 1_000_000.0 + i
+
+
+def _to_unified_lru_end(lru: Any, nodes: list[Any]) -> None:
+    """The same for UnifiedRadixCache's `UnifiedLRUList` (its links are per-component slots
+    `lru_prev[pt]` / `lru_next[pt]`)."""
+    pt = lru._pt
+    for n in reversed(nodes):
+        if n.id not in lru.cache:
+            continue
+        lru._remove_node(n)
+        lru._add_node_after(lru.tail.lru_prev[pt], n)
 
 
 def _to_lru_end(lru: Any, nodes: list[Any]) -> None:

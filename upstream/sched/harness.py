@@ -38,8 +38,10 @@ SGLang's RuntimeError: the scheduler died (`oom`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -58,6 +60,7 @@ ENV = {
     "SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER": "2",
 }
 RETRACT_INTERVAL = 2  # SGLANG_TEST_RETRACT_INTERVAL as forcing.py drives forward_ct
+HICACHE_RATIO = 4.0  # host pool = 4x the device pool: the model's host tier is unbounded
 
 _SETUP: dict[str, Any] = {}
 
@@ -250,8 +253,9 @@ class RealScheduler:
         if cfg.spec is not None:
             raise NotReplayable("speculative decoding: EAGLE draft/verify needs the draft and target models "
                                 "(the scheduler cannot be driven without them)")
-        if cfg.hicache:
-            raise NotReplayable("HiCache: the host pool and cache controller are not wired into this replay yet")
+        if cfg.hicache and cfg.hybrid_swa and not _unified_hicache():
+            raise NotReplayable("HiCache with hybrid SWA: this release has no UnifiedRadixCache with HiCache "
+                                "(init_hicache, from 0.5.12.post1), and its HiRadixCache refuses an SWA pool")
         self.cfg, self.p = cfg, params
         self.ps = cfg.page_size
         self.force = force
@@ -264,6 +268,7 @@ class RealScheduler:
         self.steps = 0
         self.last_batch: Any = None
         self.pre_status: list[int] = []
+        self.failed_reqs: list[Any] = []  # the requests of the batch whose allocation failed
         self.last_mode = "none"  # the batch the last completed iteration ran (model's last_batch)
         self.slots = [Slot(r) for r in range(cfg.num_reqs)]
         self.sink_tok, self.sink_detok = _Sink(), _Sink()
@@ -291,6 +296,9 @@ class RealScheduler:
             "max_running_requests": p.req_pool_size, "skip_tokenizer_init": True, "enable_streaming_session": bool(cfg.streaming_sessions),
             "schedule_policy": "fcfs", "disable_radix_cache": False, "random_seed": 0,
         }
+        if cfg.hicache:  # the host tier: plain CPU tensors, the direct (row copy) transfer, write-through
+            kw.update(enable_hierarchical_cache=True, hicache_io_backend="direct", hicache_mem_layout="layer_first",
+                      hicache_write_policy="write_through", hicache_ratio=HICACHE_RATIO)
         sa = s["sa_mod"].ServerArgs(**{k: v for k, v in kw.items() if k in _fields(s["sa_mod"].ServerArgs)})
         return sa
 
@@ -320,15 +328,22 @@ class RealScheduler:
         Scheduler = s["sched_mod"].Scheduler
         sch = Scheduler.__new__(Scheduler)
         self.sch = sch
-        if self.family == "monolithic":
-            _build_monolithic(sch, sa, worker, facts, self)
-        else:
-            _build_components(sch, sa, worker, facts, self)
+        # Hybrid SWA with HiCache is UnifiedRadixCache's (`init_hicache`): the default from 0.5.13
+        # (mem_cache/registry.py), behind SGLANG_ENABLE_UNIFIED_RADIX_TREE up to 0.5.12.post1, whose
+        # HiRadixCache refuses an SWA pool. Set only while SGLang chooses the cache.
+        unified = {"SGLANG_ENABLE_UNIFIED_RADIX_TREE": "1"} if self.cfg.hicache and self.hybrid else {}
+        if self.cfg.hicache:
+            _host_memory_on_cpu()
+        with _env(unified):
+            if self.family == "monolithic":
+                _build_monolithic(sch, sa, worker, facts, self)
+            else:
+                _build_components(sch, sa, worker, facts, self)
         self.tree = sch.tree_cache
         self.inner_tree = getattr(self.tree, "inner", self.tree)  # SessionAwareCache / StreamingSession wrap
-        if type(self.inner_tree).__name__ == "UnifiedRadixCache":
-            raise NotReplayable("SGLang builds a UnifiedRadixCache for this config (hybrid SWA from 0.5.16); its "
-                                "nodes (per-component data, the tree core's LRU) are not mapped onto the model yet")
+        self.load_back_owner: dict[Any, int] = {}  # ongoing_load_back key -> the request slot that started it
+        if self.cfg.hicache:
+            self._wire_hicache()
         # kvmc's new_token_ratio is a pinned constant (model/prefill_adder.py)
         num, den = self.cfg.new_token_ratio
         self.ratio = num / den
@@ -338,6 +353,27 @@ class RealScheduler:
             sched_mod.TEST_RETRACT = bool(self.cfg.test_retract)
             sched_mod.TEST_RETRACT_INTERVAL = RETRACT_INTERVAL
         self._retract_flag_holder = sched_mod
+
+    def _wire_hicache(self) -> None:
+        """HiCache as the model has it: every load-back runs (`load_back_threshold` pinned to 1; SGLang
+        skips a Full load below 10 or 256 tokens that carries no SWA), and each in-flight load-back
+        is attributed to the request whose admission started it (`init_load_back` observed on the
+        instance; SGLang's own method runs), as the model's `load_back_node[r]`."""
+        t = self.inner_tree
+        if getattr(t, "cache_controller", None) is None:
+            raise HarnessError(f"SGLang built {type(t).__name__} without a cache controller for a HiCache config")
+        t.load_back_threshold = 1
+        orig = t.init_load_back
+
+        def init_load_back(params: Any, *a: Any, **k: Any) -> Any:
+            before = set(t.ongoing_load_back)
+            out = orig(params, *a, **k)
+            r = self.slot_of_req(params.req)
+            for key in set(t.ongoing_load_back) - before:
+                self.load_back_owner[key] = r
+            return out
+
+        t.init_load_back = init_load_back
 
     def _pin_ratio(self) -> None:
         sch = self.sch
@@ -379,8 +415,24 @@ class RealScheduler:
             kw = {"key": key, "value": indices.clone()}
             if "prev_prefix_len" in _fields(ip):
                 kw["prev_prefix_len"] = pos
+            if cfg.hicache:  # write-through backs the node (and its unbacked ancestors) up iff it has a host copy
+                self.inner_tree.write_through_threshold = 1 if p.warm_host[a] else 1 << 30
             self.inner_tree.insert(ip(**kw))
             pos += L
+        if cfg.hicache:
+            self._warm_host_only()
+
+    def _warm_host_only(self) -> None:
+        """Warm nodes with a host copy only: the write-through is acknowledged (SGLang's own
+        `check_hicache_events`), then SGLang's evict demotes the device copies of the chain's
+        non-device suffix (leaves first, exactly their tokens; nothing else is in the tree yet)."""
+        cfg, p = self.cfg, self.p
+        t = self.inner_tree
+        t.check_hicache_events()
+        off = sum(p.warm_len[a] for a in range(cfg.warm_atoms) if p.warm_len[a] > 0 and not p.warm_device[a])
+        if off:
+            t.evict(setup()["bpc"].EvictParams(num_tokens=off, swa_num_tokens=0))
+        t.write_through_threshold = 1
 
     # -- requests -------------------------------------------------------------------------------------
     def _sampling(self, max_new: int) -> Any:
@@ -458,6 +510,7 @@ class RealScheduler:
             if kind == OOM_NONE:
                 raise
             self.oom, self.oom_message = kind, msg.splitlines()[0][:200]
+            self.failed_reqs = _failing_batch_reqs(e)
             self.last_batch = None  # nothing ran; `last_mode` keeps the previous iteration's batch
             return
         finally:
@@ -559,6 +612,21 @@ class RealScheduler:
 
 
 # -- builders -------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    """Environment variables set for a block (SGLang's envs read them at get() time)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _fields(cls: Any) -> set[str]:
     import dataclasses
 
@@ -579,6 +647,21 @@ def _make(cls: Any, **kw: Any) -> Any:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:240]
+
+
+def _failing_batch_reqs(e: BaseException) -> list[Any]:
+    """The requests of the batch whose allocation raised: the innermost `ScheduleBatch` method on
+    the traceback (`prepare_for_extend` / `prepare_for_decode`, or `alloc_for_*`'s `batch`)."""
+    tb = e.__traceback__
+    found: list[Any] = []
+    while tb is not None:
+        loc = tb.tb_frame.f_locals
+        for name in ("self", "batch"):
+            b = loc.get(name)
+            if type(b).__name__ == "ScheduleBatch":
+                found = list(b.reqs)
+        tb = tb.tb_next
+    return found
 
 
 def _oom_kind(msg: str, e: BaseException | None = None) -> int:
@@ -798,6 +881,65 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_output_streamer()
     sch.init_batch_result_processor()
     sch.is_initializing = False
+
+
+def _unified_hicache() -> bool:
+    """Whether this release's UnifiedRadixCache can carry HiCache (`init_hicache`)."""
+    try:
+        mod = importlib.import_module("sglang.srt.mem_cache.unified_radix_cache")
+    except ImportError:
+        return False
+    return hasattr(mod.UnifiedRadixCache, "init_hicache")
+
+
+def _plain_host_tensor(dims: Any, dtype: Any, device: Any, pin_memory: bool = False, allocator: Any = None) -> Any:
+    """HiCache's host buffer as a plain CPU tensor: CPU torch cannot `cudaHostRegister` (nor pin)."""
+    del pin_memory, allocator
+    return torch.empty(dims, dtype=dtype, device=device)
+
+
+def _transfer_kv_direct(src_layers: Any, dst_layers: Any, src_indices: Any, dst_indices: Any, page_size: int = 1,
+                        **_: Any) -> None:
+    """HiCache's `direct` io backend (`sgl_kernel.kvcacheio.transfer_kv_direct`, a CUDA kernel) as
+    the row copy it is: for every layer buffer, dst[dst_indices] = src[src_indices]."""
+    del page_size
+    src_i, dst_i = src_indices.to(torch.int64), dst_indices.to(torch.int64)
+    for src, dst in zip(src_layers, dst_layers):
+        dst[dst_i] = src[src_i].to(dst.device)
+
+
+def _host_memory_on_cpu() -> None:
+    """SGLang picks the host-buffer allocator by the device pool's device
+    (`ALLOC_MEMORY_FUNCS[device]`, default `alloc_with_host_register`); for "cpu" it gets a plain
+    tensor. The registry moved to mem_cache/pool_host/common.py in 0.5.18."""
+    for name in ("sglang.srt.mem_cache.pool_host.common", "sglang.srt.mem_cache.memory_pool_host"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        funcs = getattr(mod, "ALLOC_MEMORY_FUNCS", None)
+        if funcs is not None:
+            funcs["cpu"] = _plain_host_tensor
+            break
+    else:
+        raise HarnessError("this release has no ALLOC_MEMORY_FUNCS registry for HiCache's host buffers")
+    import pkgutil
+    import sys
+
+    try:  # 0.5.18 split the host pools into mem_cache/pool_host/: import them all before patching
+        pkg = importlib.import_module("sglang.srt.mem_cache.pool_host")
+        for m in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{m.name}")
+    except ImportError:
+        pass
+    # the host pools call the kernel by its global name, imported from sgl_kernel only on CUDA/HIP
+    # from 0.5.13 (kvmc's stub up to 0.5.12.post1): each module that calls it gets the row copy
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None) or ""
+        if name.startswith("sglang.srt.mem_cache") and f.endswith(".py"):
+            with open(f, encoding="utf-8") as fh:
+                if "transfer_kv_direct(" in fh.read():
+                    mod.transfer_kv_direct = _transfer_kv_direct
 
 
 def _resolved_impl(facts: Any) -> None:

@@ -7,7 +7,8 @@ over. Here the same owners are read off the live objects as *sets of page number
 
     free      the allocator's `free_pages` + `release_pages` (+ a pending `free_group`), per pool
     tree      `node.value` of every node on the device (SWA: not a tombstone), through
-              `full_to_swa_index_mapping` for the SWA pool
+              `full_to_swa_index_mapping` for the SWA pool (UnifiedRadixCache: the FULL
+              component's value, and the SWA component's value, which holds SWA-pool indices)
     requests  `req_to_token[req_pool_idx, P:A]` of every request holding KV (SWA: from max(P, E))
     sessions  `req_to_token[slot.req_pool_idx, slot.P:slot.A]` of every holding slot whose row no
               running turn holds
@@ -28,7 +29,7 @@ from typing import Any
 
 from model.state import CHUNKED, RUNNING
 
-from .abstraction import req_len, status, tree_nodes
+from .abstraction import failed_rows, req_len, status, tree_nodes, view
 
 
 @dataclass
@@ -143,17 +144,18 @@ def real_ledger(h: Any) -> RealLedger:
         swa.add("free", _free_pages(swa_alloc))
     tf: list[int] = []
     ts: list[int] = []
+    v = view(h)
     for n in tree_nodes(h):
-        if n.value is None:
+        val = v.value(n)
+        if val is None:
             continue
-        idx = _ints(n.value)
-        tf += idx
-        if hyb and not n.swa_tombstone:
-            ts += to_swa(idx)
+        tf += _ints(val)
+        if hyb:
+            ts += v.swa_indices(n, mapping)
     full.add("tree", _pages(tf, ps))
     if swa is not None:
         swa.add("tree", _pages(ts, ps))
-    rows.add("free", list(pool.free_slots))
+    rows.add("free", list(pool.free_slots) + failed_rows(h))  # as the model counts them (abstraction.failed_rows)
     held_rows: set[int] = set()
     rf: list[int] = []
     rs: list[int] = []

@@ -86,9 +86,6 @@ def plan(trace: object, version: str, reverts: list[str]) -> Plan:
     if cfg.spec is not None:
         return Plan("not replayable", "speculative decoding: EAGLE draft and verify need the draft and target "
                                       "models, which a replay without a model cannot run")
-    if cfg.hicache:
-        return Plan("not replayable", "HiCache: the host pool and HybridCacheController are not wired into the "
-                                      "scheduler replay yet")
     if design.mutants:
         return Plan("not replayable", f"planted kvmc mutant(s) {', '.join(sorted(design.mutants))} have no SGLang "
                                       "counterpart")

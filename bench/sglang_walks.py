@@ -1,0 +1,100 @@
+"""Random walks of a release preset replayed on that release's real scheduler, choices forced
+(not a test: the numbers of docs/replay-sglang.md).
+
+    python -m bench.sglang_walks --release 0.5.18 [--preset v0.5.18] [--configs hybrid_swa sessions ...]
+                                 [--walks 20] [--steps 12] [--tight] [--dir DIR]
+
+For each config, `--walks` random walks of the preset (tests/replay/walk.py; with `--tight`, the
+config's explicit bounds, where pools are small enough to evict) are written to a temporary folder
+and replayed in one worker process in `reproduce` mode: every recorded choice forced, the real
+state compared with the recorded one after every step (upstream/sched/driver.py). Prints, per
+config: walks that matched state for state, and each divergence (step, field, model vs SGLang),
+grouped by field. Exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def walks(cfg_name: str, preset: str, n: int, steps: int, folder: Path, tight: bool, seed0: int = 0) -> list[str]:
+    from checker.traces import itf
+    from model.designs import PRESETS
+    from specs.configs import CONFIGS
+    from tests.replay.walk import pick_params, random_walk
+
+    cfg = CONFIGS[cfg_name]
+    files = []
+    for seed in range(seed0, seed0 + n):
+        params = pick_params(cfg, random.Random(seed), wide=not tight)
+        try:
+            t = random_walk(cfg, PRESETS[preset], steps, seed, params=params)
+        except ValueError:
+            t = random_walk(cfg, PRESETS[preset], steps, seed)
+        f = folder / f"{cfg_name}-{seed}.itf.json"
+        itf.write(f, t)
+        files.append(str(f))
+    return files
+
+
+def summarize(outcomes: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    ok = 0
+    by_field: dict[str, list[str]] = collections.defaultdict(list)
+    for o in outcomes:
+        if o["status"] == "passed":
+            ok += 1
+            continue
+        name = Path(o["file"]).name
+        if o["status"] == "diverged":
+            field = str(o["field"]).split("[")[0]
+            by_field[field].append(f"{name} step {o['step']}: {o['field']}: model={o['model']!r} sglang={o['sglang']!r}")
+        else:
+            by_field[o["status"]].append(f"{name}: {o['message'][:160]}")
+    lines = []
+    for field, items in sorted(by_field.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"  {len(items)} x {field}")
+        lines.extend("    " + s for s in items[:4])
+    return ok, lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.sglang_walks")
+    ap.add_argument("--release", required=True)
+    ap.add_argument("--preset", help="default: v<release>, else current")
+    ap.add_argument("--configs", nargs="+", default=["small", "paged", "hybrid_swa", "sessions"])
+    ap.add_argument("--walks", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tight", action="store_true", help="parameters from the explicit bounds (small pools)")
+    ap.add_argument("--dir", help="SGLang install folder")
+    a = ap.parse_args(argv)
+    from model.designs import PRESETS
+    from upstream.sched.replay import replay_items
+
+    preset = a.preset or (f"v{a.release}" if f"v{a.release}" in PRESETS else "current")
+    with tempfile.TemporaryDirectory(prefix="kvmc-walks-") as d:
+        items = []
+        per_cfg: dict[str, list[str]] = {}
+        for c in a.configs:
+            fs = walks(c, preset, a.walks, a.steps, Path(d), a.tight, a.seed)
+            per_cfg[c] = fs
+            items += [(f, (), "reproduce") for f in fs]
+        res = replay_items(a.release, items, Path(a.dir) if a.dir else None)
+        by_file = {o["file"]: o for o in res["outcomes"]}
+        print(f"SGLang {a.release}, preset {preset}, {a.walks} walks x {a.steps} steps per config"
+              f"{' (tight pools)' if a.tight else ''}, choices forced ({res['seconds']} s)")
+        for c, fs in per_cfg.items():
+            ok, lines = summarize([by_file[f] for f in fs])
+            print(f"{c}: {ok}/{len(fs)} follow the model state for state")
+            print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

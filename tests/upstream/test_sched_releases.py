@@ -1,0 +1,54 @@
+"""Replays on the SGLang releases the CI does not install (0.5.12.post1, 0.5.18 ... 0.5.23): each
+test runs where its release is installed (`kvmc sglang install V`, under $KVMC_SGLANG_DIR) and is
+skipped otherwise, so the CI's cost stays the two releases of test_sched_replay.py.
+
+* #27391 (`swa_hostload_budget`) reproduces on 0.5.12.post1, the release before the fix, on
+  UnifiedRadixCache with real HiCache (SGLANG_ENABLE_UNIFIED_RADIX_TREE, as 0.5.12.post1 needs it
+  for hybrid SWA);
+* from 0.5.18 hybrid SWA runs on UnifiedRadixCache (the tree core's nodes, per-component data and
+  LRU lists mapped onto the model): the corpus's hybrid-SWA traces pass their events, with the fix
+  reverted they reproduce where kvmc has the revert, and random walks of the release's preset
+  follow the real scheduler state for state with the choices forced.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from upstream.sched import replay as sr
+from upstream.sched.table import corpus_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _root_with(version: str) -> Path:
+    from upstream.install import default_dir, is_installed
+
+    root = default_dir()
+    if not is_installed(root, version) or not (sr.extras_dir(root) / ".kvmc-complete").exists():
+        pytest.skip(f"SGLang {version} is not installed under {root} (kvmc sglang install {version}; not a CI release)")
+    return root
+
+
+def _by_design(res: dict[str, Any]) -> dict[tuple[str, tuple[str, ...]], dict[str, Any]]:
+    out = {}
+    for o in res["outcomes"]:
+        design = Path(o["file"]).relative_to(REPO / "counterexamples").parts[0]
+        out[(design, tuple(sorted(r.split(" ")[0] for r in o.get("reverted", []))))] = o
+    return out
+
+
+def test_hicache_counterexample_reproduces_before_the_fix() -> None:
+    """0.5.12.post1: the host-only warm prefix is loaded back for admission (Full and SWA slots for
+    the in-window host hit), the SWA budget did not charge it, and the prefill allocation fails with
+    SGLang's own "Out of memory" step for step as the trace records it; the ledger on SGLang's
+    objects (host-loaded nodes, the failed batch's row) stays exact."""
+    root = _root_with("0.5.12.post1")
+    f = next(f for f in corpus_files() if "swa_hostload_budget" in f)
+    res = sr.replay("0.5.12.post1", [f], root=root)
+    o = res["outcomes"][0]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "SGLang raised: Out of memory" in o["table"][-1] and "ledger on SGLang's objects: exact" in o["table"][-1]
