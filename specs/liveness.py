@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from model import enqueue
 from model.config import Config
 from model.state import CHUNKED, DECODE_BATCH, FINISHED, NEW, NO_BATCH, RUNNING, WAITING, State
 from model.transition import Ctx
@@ -100,12 +101,13 @@ def _no_forced_retraction(x: Ctx, before: State, after: State, pick: Pick) -> An
 
 
 def fits_alone(x: Ctx, s: State, r: int) -> Any:
-    """Request r as SGLang lets it in: v0.5.13 `Scheduler.init_req_max_new_tokens` (managers/
-    scheduler.py) clips max_new_tokens to max_total_num_tokens - ceil_page(input) - page_size - 1,
-    "consistent with PrefillAdder's admission budget" so that no queued request can never be
-    scheduled; the model does not clip, so the liveness properties assume it."""
-    p = x.p
-    return x.ceil_page(s.origin_input_len[r]) + p.max_new_tokens[r] + x.ps + 1 <= p.full_tokens
+    """Request r fits the full pool alone as SGLang lets it in: `Scheduler.init_req_max_new_tokens`
+    (managers/scheduler.py, #25126, v0.5.12.post1+) clips max_new_tokens to max_total_num_tokens -
+    ceil_page(input) - page_size - 1, "consistent with PrefillAdder's admission budget", so that no
+    queued request can never be scheduled. Where the design models the clip (`enqueue_clip_max_new`,
+    model/enqueue.py) this only leaves out a prompt that alone fills the pool (SGLang refuses it at
+    `_validate_input_length`); before it, it stands for the clip the older releases lack."""
+    return x.ceil_page(s.origin_input_len[r]) + enqueue.max_new_tokens(x, s, r) + x.ps + 1 <= x.p.full_tokens
 
 
 def _requests_fit(x: Ctx, s: State) -> Any:
@@ -151,8 +153,8 @@ ASSUMPTIONS: dict[str, Assumption] = {
         Assumption(
             "requests_fit", "environment",
             "every unfinished request fits the full pool alone as SGLang clips it at arrival: "
-            "ceil_page(input) + max_new_tokens + page_size + 1 <= full_tokens (v0.5.13 Scheduler.init_req_max_new_tokens; the model "
-            "does not clip, so a larger request would wait forever on an idle server)",
+            "ceil_page(input) + max_new_tokens + page_size + 1 <= full_tokens (Scheduler.init_req_max_new_tokens, #25126, "
+            "v0.5.12.post1; on designs without enqueue_clip_max_new an unclipped request would wait forever on an idle server)",
             lambda cfg: True, loop_state=_requests_fit,
         ),
         Assumption(

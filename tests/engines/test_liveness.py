@@ -131,10 +131,10 @@ def test_planted_liveness_bug_is_found_by_both_engines_and_breaks_bounded_progre
 
 
 def test_a_request_sglang_would_clip_is_not_a_counterexample() -> None:
-    # input 3 + max_new 2 on a 6-token pool: SGLang clips max_new_tokens at arrival; unclipped it waits
-    # for ever on an idle server. That lasso breaks `requests_fit`, so the BMC reports none.
+    # input 3 + max_new 2 on a 6-token pool: SGLang clips max_new_tokens at arrival (#25126); unclipped
+    # it waits for ever on an idle server. That lasso breaks `requests_fit`, so the BMC reports none.
     cfg = pinned(CONFIGS["small"], full_tokens=(6, 6), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(0, 0))
-    system = System(cfg, PRESETS["current"])
+    system = System(cfg, PRESETS["current"].with_fix("enqueue_clip_max_new", None))  # the model does not clip
     from checker.engines.explicit import param_points
     from checker.traces.trace import run_concrete
 
