@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import networkx as nx
 import z3
 
 from model.config import PAGE_MULTIPLE, Params
@@ -52,10 +53,14 @@ from model.ops import Concrete, Infeasible, Symbolic
 from model.state import FIELD_NAMES, NO_BATCH, State
 from model.system import System
 from model.transition import Ctx
+from specs.lemmas import LEMMAS
 from specs.liveness import LIVENESS, Assumption, Liveness, applicable
+from specs.properties import PROPERTIES
 
-from checker.engines.encode import ModelOracle, Unrolling, eval_params, eval_state
-from checker.engines.explicit import readable_key
+from checker.engines.bmc import BMC
+from checker.engines.encode import ModelOracle, Unrolling, _freshen, eval_params, eval_state
+from checker.engines.explicit import Explorer, fair_cycles, readable_key
+from checker.engines.induction import KInduction, free_state, unbounded_params
 from checker.engines.results import ConfigReport, Result
 from checker.engines.shrink import MAX_PASSES, OBJECTIVE_ORDER, PinnedOracle, _candidates, _coordinates, _with
 from checker.traces.trace import Step, Trace, TraceMismatch, run_concrete
@@ -481,8 +486,6 @@ class LassoBMC:
 def _shortest_fair_cycle(c: Any, a: int, fairness: Callable[[int, int, dict[str, Any]], list[tuple[bool, bool]]]) -> list[int]:
     """A cycle a -> ... -> a inside fair component `c` through one taking edge of every fairness
     instance some edge of `c` takes (so it is fair whatever it enables), as a node list."""
-    import networkx as nx
-
     need: list[tuple[int, int]] = []
     flags = {(u, v): fairness(u, v, e) for u, v, e in c.edges(data=True)}
     n_inst = max((len(f) for f in flags.values()), default=0)
@@ -508,8 +511,6 @@ def explicit_lassos(system: System, props: list[str], depth: int, points: list[P
     holds, else a trigger state that reaches a fair component through states without the response.
     A graph cut at `depth` has fewer cycles, never a false one: `holds to depth` says no fair lasso
     lies within the explored states."""
-    from checker.engines.explicit import Explorer, fair_cycles
-
     t0 = time.perf_counter()
     lps = [LIVENESS[p] for p in props]
     search = Explorer(system, ["well_formed"], points=points, max_states=max_states, time_limit_s=time_limit_s,
@@ -549,8 +550,6 @@ def explicit_lassos(system: System, props: list[str], depth: int, points: list[P
                 for a in comp.nodes:
                     if not lp.trigger(x_of(a), st(a), r):
                         continue
-                    import networkx as nx
-
                     prefix = nx.shortest_path(g, roots[g.nodes[a]["point"]], a)
                     cyc = _shortest_fair_cycle(comp, a, fairness)
                     cand = (len(prefix) - 1 + len(cyc) - 1, prefix + cyc[1:], len(prefix) - 1)
@@ -611,10 +610,6 @@ def proved_invariants(system: System, props: tuple[str, ...] = ("well_formed", "
     """The lemmas (specs/lemmas.py) and `props` that are invariants of `system`, through the induction
     engine's own API: its base case (a BMC at depth 0 over the unbounded parameters, which drops a
     lemma false in some initial state) and `KInduction.houdini(1)` over the rest."""
-    from checker.engines.bmc import BMC
-    from checker.engines.induction import KInduction, unbounded_params
-    from specs.lemmas import LEMMAS
-
     t0 = time.perf_counter()
     base = BMC(system, list(props), minimize=False, params=unbounded_params(system))
     res = base.run(0)
@@ -659,11 +654,6 @@ def bounded_progress(system: System, invariants: Invariants, steps: int = 1, pro
     docstring): a fair run that stalls for ever stays, after finitely many arrivals, turns and
     load-backs, in one reachable state with a pending request, and that state would be a
     counterexample here."""
-    from checker.engines.encode import _freshen
-    from checker.engines.induction import free_state, unbounded_params
-    from specs.lemmas import LEMMAS
-    from specs.properties import PROPERTIES
-
     t0 = time.perf_counter()
     lp = LIVENESS[prop]
     assumptions = applicable(lp, system.cfg)
