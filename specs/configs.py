@@ -209,6 +209,46 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (16, 16), "input_len": (1, 6), "max_new_tokens": (1, 2),
                              "chunked_prefill_size": (4, 4), "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
         ),
+        Config(
+            name="small3",
+            doc="plain radix cache, page_size 1, three requests sharing a warm prefix: batching, retraction and "
+                "eviction order with a third request",
+            num_reqs=3,
+            page_size=1,
+            warm_atoms=1,
+            shares_warm_prefix=(True, True, True),
+            private_atoms=2,
+            bounds={
+                "full_tokens": (2, 24),
+                "input_len": (1, 8),
+                "max_new_tokens": (1, 4),
+                "warm_len": (0, 4),
+                "req_pool_size": (1, 4),
+                "max_prefill_tokens": (4, 32),
+            },
+            explicit_bounds={"full_tokens": (6, 6), "input_len": (1, 2), "max_new_tokens": (1, 2), "warm_len": (0, 1),
+                             "req_pool_size": (3, 3), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
+            name="pressure",
+            doc="memory pressure: new_token_ratio 1/8 (SGLang decays the ratio to about 0.1 and leans on retraction: "
+                "admission reserves an eighth of each running request's remaining output), three requests, small pools: "
+                "decode runs out and retracts",
+            num_reqs=3,
+            page_size=1,
+            private_atoms=2,
+            new_token_ratio=(1, 8),
+            bounds={
+                "full_tokens": (6, 16),
+                "input_len": (1, 4),
+                "max_new_tokens": (2, 6),
+                "req_pool_size": (3, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            # a retraction at depth 5 (full 8, max_new 5, 4, 3): see docs/mutants.md, "configs"
+            explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 1), "max_new_tokens": (3, 5),
+                             "max_prefill_tokens": (16, 16)},
+        ),
     ]
 }
 

@@ -29,6 +29,8 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "hybrid_swa_hicache": (dict(input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 1), warm_host=(1, 1)), 2),
     "sessions": (dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2)), 3),
     "spec_topk": (dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4)), 2),
+    "small3": (dict(full_tokens=(5, 5), input_len=(2, 2), max_new_tokens=(1, 2), warm_len=(1, 1)), 2),
+    "pressure": (dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(3, 5)), 2),
 }
 
 CASES = [(c, group) for c in CONFIGS for group in equivalent_designs(CONFIGS[c])]
