@@ -114,14 +114,21 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
                     evidence=f"the step equals the model's on {', '.join(configs)} ({' and '.join(how)})")
     exhausted = {s["config"] for s in searched if s["engine"] == "explicit" and s.get("exhausted")}
     div = None
-    for c in configs:
+    t_div = time.perf_counter()
+    for i, c in enumerate(configs):  # cheapest first; the time split over what is left
+        left = divergence_s - (time.perf_counter() - t_div)
+        if left < 5:
+            break
         tell(dict(engine="divergence", config=c))
-        d = divergence(c, base, design, divergence_s)
+        d = divergence(c, base, design, max(5.0, left / (len(configs) - i)))
         if d.get("found"):
             div = dict(d, config=c)
             break
     depths = "; ".join(f"{s['engine']} on {s['config']} to depth {s['depth']}"
                        + (" (every reachable state of its points)" if s.get("exhausted") else "") for s in searched)
+    lemmas = sorted({f"{d} on {s['config']}" for s in searched for d in s.get("lemmas_dropped") or []})
+    if lemmas:  # `kvmc check` reports these as findings: a fact of the model the mutant breaks
+        depths += f"; lemmas it breaks (a finding of kvmc check): {', '.join(lemmas)}"
     if div is not None:
         where = (f"on {div['config']}, parameter point {div['point']}, at depth {div['depth']} ({div['note']}"
                  + (f"; fields {', '.join(f'{k}: {a} -> {b}' for k, (a, b) in div['fields'].items())}" if div.get("fields")
@@ -206,10 +213,10 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
         say(f"  {o.mutant.id}: {o.status}{' (' + o.gap + ')' if o.gap else ''}")
 
     cjobs = []
-    for o in survivors:
-        cs = o.live if o.live else o.configs
+    for o in survivors:  # where its step differs (as terms), cheapest config first
+        cs = sorted(o.live if o.live else o.configs, key=lambda c: baselines[c].seconds if c in baselines else 0.0)
         cjobs.append(runner.Job(o.mutant.id, _classify, (o.mutant.id, cs, o.searched, equiv_timeout_s, divergence_s),
-                                (equiv_timeout_s + divergence_s) * len(cs) + 30))
+                                equiv_timeout_s * len(cs) + divergence_s + 60))
     runner.run_jobs(cjobs, workers, classified)
     return outcomes
 

@@ -41,6 +41,7 @@ EXPLICIT_SHARE = 0.4  # of the budget, over all configs; random and BMC get the 
 RANDOM_SHARE = 0.25  # of what is left after the explicit search, per config (BMC gets the rest)
 RANDOM_DEPTH = 8
 RANDOM_EXAMPLES = 400
+SAMPLE_POINTS = 24  # explicit points on a config whose full set the model's own search could not finish
 GRACE_S = 20.0  # after the budget, for the engines to notice their deadline, before the process is stopped
 
 
@@ -69,6 +70,7 @@ class Search:
     points: int = 0
     states: int = 0
     stopped: str = ""
+    lemmas_dropped: list[str] = field(default_factory=list)  # bmc: lemmas that failed ("name@depth")
 
 
 @dataclass
@@ -204,7 +206,11 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                 continue
             tell(dict(engine="explicit", config=c))
             system = System(CONFIGS[c], design)
-            s = Explorer(system, None, points=explicit_points(system), time_limit_s=share).run(EXPLICIT_DEPTH, keep_going=False)
+            points = explicit_points(system)
+            if base is not None and not base.exhausted and base.depth < EXPLICIT_DEPTH and len(points) > SAMPLE_POINTS:
+                # the model's own search did not get deep on every point: a spread of them gets deeper
+                points = points[:: -(-len(points) // SAMPLE_POINTS)]
+            s = Explorer(system, None, points=points, time_limit_s=share).run(EXPLICIT_DEPTH, keep_going=False)
             exhausted = s.exhausted_at is not None
             searched.append(Search("explicit", c, s.depth_reached, time.perf_counter() - t0, exhausted, len(s.points),
                                    s.distinct_states, s.stopped))
@@ -272,7 +278,8 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                               abandon=lambda until=until: time.perf_counter() >= until)
             finally:
                 timer.cancel()
-            searched.append(Search("bmc", c, reached[0], time.perf_counter() - t0))
+            searched.append(Search("bmc", c, reached[0], time.perf_counter() - t0,
+                                   lemmas_dropped=[d.split(":", 1)[-1] for d in bmc.dropped]))
             for p, r in res.items():
                 if r.verdict is Verdict.VIOLATED:
                     return done(Kill("bmc", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
