@@ -24,8 +24,10 @@ REPLACES = "add_one_req"
 def replacement(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot: Any) -> tuple[State, Adder]:
     real = prefill_adder._token_gates
 
-    def gates_before_lock(x: Ctx, s1: State, ad: Adder, total: Any, swa_budget: Any, extra: tuple = ()) -> Any:
-        return real(x, s if extra else s1, ad, total, swa_budget)  # planted: the re-check ignores the lock
+    def gates_before_lock(x: Ctx, s1: State, ad: Adder, total: Any, swa_budget: Any, extra: tuple = (),
+                          max_new: Any = 0, swa_host: Any = 0) -> Any:
+        # planted: the re-check ignores the lock
+        return real(x, s if extra else s1, ad, total, swa_budget, (), max_new, swa_host)
 
     prefill_adder._token_gates = gates_before_lock  # type: ignore[assignment]
     try:
