@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checker.replay.pool import DIVERGED, ERROR, NOT_REPLAYABLE, Outcome, replay_file
+from checker.replay.pool import DIVERGED, ERROR, NOT_REPLAYABLE, Outcome, read_trace, replay_trace
 
 
 def expand(patterns: list[str]) -> list[str]:
@@ -25,13 +25,17 @@ def expand(patterns: list[str]) -> list[str]:
     return out
 
 
-def check_device(device: str) -> str:
-    import torch
-
+def check_device(device: str, available: bool = True) -> str:
+    """`--device`: its name always; with `available`, that it is there (imports torch, so it is
+    asked only once a valid trace is to be replayed: bad input is answered before torch loads)."""
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise ValueError(f"unknown device {device!r}; expected cpu or cuda")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here (torch.cuda.is_available() is False); use --device cpu")
+    if available and device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {device}: no CUDA device is available here (torch.cuda.is_available() is False); "
+                             "use --device cpu")
     return device
 
 
@@ -58,7 +62,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print("kvmc: error: --revert FIX needs --against sglang==VERSION (a fix is reverted inside a release)", file=sys.stderr)
         return 2
     try:
-        device = check_device(args.device)
+        device = check_device(args.device, available=False)
     except ValueError as e:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return 2
@@ -66,12 +70,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not files:
         print("kvmc: error: no trace files given (expected FILE.itf.json ...)", file=sys.stderr)
         return 2
-    outcomes = [replay_file(f, device) for f in files]
+    # every file read and validated first (checker/traces/itf.py): bad input is exit 2, before torch
+    read = [(f, read_trace(f)) for f in files]
+    if device != "cpu" and any(not isinstance(t, Outcome) for _f, t in read):
+        try:
+            check_device(device)
+        except ValueError as e:
+            print(f"kvmc: error: {e}", file=sys.stderr)
+            return 2
+    outcomes = [t if isinstance(t, Outcome) else replay_trace(t, device, f, check_model=False) for f, t in read]
     if getattr(args, "json", False):
         print(json.dumps([o.__dict__ for o in outcomes], indent=1, default=str))
     else:
-        for o in outcomes:
-            print(o.line(), file=sys.stdout if o.ok else sys.stderr)
+        for o in outcomes:  # bad input as `kvmc: error: FILE: where: what` (one line), like every subcommand
+            print(("kvmc: error: " if o.status == ERROR else "") + o.line(), file=sys.stdout if o.ok else sys.stderr)
         steps = sum(o.steps for o in outcomes)
         secs = sum(o.seconds for o in outcomes)
         ok = sum(o.ok for o in outcomes)

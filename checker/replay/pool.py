@@ -21,6 +21,11 @@ For each trace file:
    ownership check failed: pool/ownership.py) must agree with the trace's: `reproduced` for a
    recorded violation, `passed` for a trace recorded as passing.
 
+A trace of a patched design (`kvmc review --head-patch`, model/patch.py) replays where the pool has
+the mechanism the patch changes (`POOL_HOOKS`: the pool's own method is replaced, for that replay,
+by the reviewer's function run concretely on the pool's model view, and its result applied back to
+the pool's objects); for any other transition the answer is `not replayable: model only`.
+
 A lasso (a liveness counterexample, `Trace.loop`) runs its loop LOOP_REPEATS more times
 (checker/engines/liveness.py, `unroll`): the loop's first state must recur on the pool after every
 pass, compared like every other state; `reproduced` then means the pool runs the same infinite
@@ -157,7 +162,9 @@ def _ownership_difference(x: Any, state: State, own: Any) -> tuple[str, Any, Any
 
 
 def _expects_violation(trace: Trace) -> bool:
-    return trace.meta.get("verdict") == "violated" or trace.meta.get("expected") == "violation"
+    from checker.traces.itf import VIOLATED
+
+    return trace.meta.get("verdict") in VIOLATED or trace.meta.get("expected") == "violation"
 
 
 def validate(trace: Trace, file: str) -> None:
@@ -208,9 +215,13 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
     gone = missing(trace.design.mutants)
     if gone:
         return Outcome(file, NOT_REPLAYABLE, message=f"mutant {', '.join(gone)} has no pool counterpart (pool/mutants.py)")
-    if trace.design.overrides:  # a reviewer's proposed patch exists only as a model transition
-        return Outcome(file, NOT_REPLAYABLE, message=f"transition override of {', '.join(sorted(trace.design.overrides))} "
-                                                     "has no pool counterpart (the pool runs the unpatched transitions)")
+    if trace.engine == "induction-cti":
+        return Outcome(file, NOT_REPLAYABLE, message="a counterexample to induction starts from a state the solver chose, "
+                                                     "not from the initial state the pool starts from")
+    lacking = sorted(n for n in trace.design.overrides if n not in POOL_HOOKS)
+    if lacking:  # a reviewer's patch of a mechanism the pool cannot take it in: the model's answer only
+        return Outcome(file, NOT_REPLAYABLE, message=f"model only: the pool has no hook for the patched transition "
+                                                     f"{', '.join(lacking)} (hooks: {', '.join(sorted(POOL_HOOKS))})")
     if check_model:
         try:
             validate(trace, file)
@@ -223,7 +234,10 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
         trace = unroll(lasso, LOOP_REPEATS)
     prop = trace.prop
     step = 0
+    hooks = contextlib.ExitStack()
     try:
+        for name, fn in trace.design.overrides.items():
+            hooks.enter_context(POOL_HOOKS[name](trace, fn))
         sch = Scheduler(trace.cfg, trace.design, trace.params, device=device)
         x = _derived_ctx(trace) if compare_derived else None
         own = None  # the last ownership check (reused by the verdict)
@@ -253,6 +267,8 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
     except Exception as e:  # a pool failure on a trace the model follows is a kvmc bug, reported as such
         return Outcome(file, DIVERGED, step, "pool", "(runs)", f"{type(e).__name__}: {e}", "the pool raised", step,
                        time.perf_counter() - t0)
+    finally:
+        hooks.close()
     secs = time.perf_counter() - t0
     n = len(trace.steps)
     if lasso is not None:  # every pass through the loop ended in the loop's first state, on the pool too
@@ -277,14 +293,74 @@ def _replay_trace(trace: Trace, device: str, file: str, check_model: bool, compa
     return Outcome(file, PASSED, steps=n, seconds=secs, message=f"{prop} holds on the pool, {device}")
 
 
-def replay_file(path: str | Path, device: str = "cpu") -> Outcome:
+def read_trace(path: str | Path) -> Trace | Outcome:
+    """The trace of a file, validated (checker/traces/itf.py), or its `error` outcome."""
     from checker.traces import itf
 
     try:
-        trace = itf.read(path)
+        return itf.read(path)
     except ItfError as e:
         return Outcome(str(path), ERROR, message=f"{e.where}: {str(e).split(': ', 2)[-1]}")
-    return replay_trace(trace, device, str(path))
+
+
+def replay_file(path: str | Path, device: str = "cpu") -> Outcome:
+    t = read_trace(path)
+    if isinstance(t, Outcome):
+        return t
+    return replay_trace(t, device, str(path), check_model=False)  # reading re-ran it through the model
+
+
+# -- patched designs on the pool -------------------------------------------------------------------
+@contextlib.contextmanager
+def _hook_add_chunked_req(trace: Trace, fn: Any) -> Any:
+    """The pool's `PrefillAdder.add_chunked_req` replaced, while the replay runs, by the reviewer's
+    function: it runs concretely on the pool's model view at that point of the pass (`to_state`,
+    the adder's offsets as the model keeps them) and its admission of the chunked request is applied
+    back to the pool's adder, so the pool then allocates, and fails or not, on its own tensors."""
+    from fractions import Fraction
+
+    from model.ops import Concrete
+    from model.prefill_adder import Adder
+    from model.system import System
+    from pool import to_state
+    from pool import scheduler as pool_scheduler
+
+    cls = pool_scheduler.PrefillAdder
+    original = cls.add_chunked_req
+    system = System(trace.cfg, trace.design)
+    _num, den = trace.cfg.new_token_ratio
+    R = trace.cfg.num_reqs
+
+    def view(pad: Any) -> Adder:
+        adm = pad.can_run
+        return Adder(rem_total_token_offset=int(pad.rem_total_token_offset * den), cur_rem_token_offset=pad.cur_rem_token_offset,
+                     rem_input_tokens=pad.rem_input_tokens, rem_chunk_tokens=pad.rem_chunk_tokens,
+                     rem_swa_token_offset=pad.rem_swa_token_offset, stopped=pad.stopped,
+                     can_run=tuple(r in adm for r in range(R)),
+                     extend=tuple(adm[r].extend if r in adm else 0 for r in range(R)),
+                     prefix=tuple(adm[r].prefix if r in adm else 0 for r in range(R)),
+                     new_chunked=tuple(adm[r].new_chunked if r in adm else False for r in range(R)),
+                     fresh_slot=tuple(adm[r].fresh if r in adm else False for r in range(R)), result=pad.result)
+
+    def patched(pad: Any, req: Any) -> None:
+        x = system.ctx(Concrete(), trace.params)
+        ad, _stays = fn(x, to_state(pad.sch), view(pad), req.rid)
+        pad.rem_total_token_offset = Fraction(ad.rem_total_token_offset, den)
+        pad.cur_rem_token_offset, pad.rem_input_tokens = ad.cur_rem_token_offset, ad.rem_input_tokens
+        pad.rem_chunk_tokens, pad.rem_swa_token_offset = ad.rem_chunk_tokens, ad.rem_swa_token_offset
+        pad.stopped, pad.result = bool(ad.stopped), ad.result
+        pad.can_run = {r: pool_scheduler.Admission(ad.extend[r], ad.prefix[r], bool(ad.new_chunked[r]), bool(ad.fresh_slot[r]))
+                       for r in range(R) if ad.can_run[r]}
+
+    cls.add_chunked_req = patched
+    try:
+        yield
+    finally:
+        cls.add_chunked_req = original
+
+
+# transition -> a context manager that makes the pool run a patch of it (see _hook_add_chunked_req)
+POOL_HOOKS: dict[str, Any] = {"add_chunked_req": _hook_add_chunked_req}
 
 
 # -- the same events on another design ------------------------------------------------------------

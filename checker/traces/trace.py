@@ -59,6 +59,8 @@ class Trace:
     # a lasso (a liveness counterexample, checker/engines/liveness.py): the last state equals state
     # `loop`, and steps loop+1 .. depth repeat forever (ITF's `loop` field); None for a finite trace
     loop: int | None = None
+    # what reading it found odd but not wrong (checker/traces/itf.py: a `#meta` label that differs from this kvmc's)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def states(self) -> list[State]:
