@@ -61,6 +61,65 @@ def test_readable_by_itf_py(doc: dict[str, Any]) -> None:
     assert t.states[0].values["full_available"] == int(doc["states"][0]["full_available"]["#bigint"])
 
 
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = sorted((ROOT / "counterexamples").rglob("*.itf.json"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(ROOT / "counterexamples")) for p in CORPUS])
+def test_every_checked_in_trace_loads_in_itf_py(path: Path) -> None:
+    """itf-py 0.5.0 reads every checked-in trace; its picks are the ones kvmc reads (integers too)."""
+    raw = json.loads(path.read_text())
+    t = itf_py.trace_from_json(raw)
+    ours = itf.read(path, warn=False)
+    assert len(t.states) == len(ours.states)
+    for st, step in zip(t.states[1:], ours.steps):
+        picks = dict(st.values["mbt::nondetPicks"])
+        assert {k: v.value for k, v in picks.items()} == step.picks
+
+
+def test_integer_picks_load_in_itf_py(tmp_path: Path) -> None:
+    """An integer inside an option, as kvmc writes it, reads in itf-py as Some(value=n), the same
+    object it makes of Some(true); Quint's own form ({"#bigint"} as the payload) does not."""
+    from checker.traces.trace import Step
+
+    base = itf.read(CORPUS[0], warn=False) if CORPUS else None
+    if base is None:
+        pytest.skip("no checked-in trace")
+    tr = Trace(base.cfg, base.design, base.params, base.init, [Step("event_loop_iteration", {"a.b[0]": 3, "c": True},
+                                                                    base.init)], None, "test")
+    d = itf.to_itf(tr)
+    pairs = d["states"][1]["mbt::nondetPicks"]["#map"]
+    assert pairs[0][1] == {"tag": "Some", "value": {"value": {"#bigint": "3"}}}
+    got = dict(itf_py.trace_from_json(d).states[1].values["mbt::nondetPicks"])
+    assert got["a.b[0]"].value == 3 and got["c"].value is True and type(got["a.b[0]"]).__name__ == "Some"
+    quint = {"tag": "Some", "value": {"#bigint": "3"}}
+    with pytest.raises(ValueError):
+        itf_py.value_from_json(quint)  # itf-py 0.5.0's limitation this form avoids
+    assert itf._picks({"#map": [["a.b[0]", quint]]}, "f", "state 1") == {"a.b[0]": 3}  # kvmc reads both
+
+
+def test_a_trace_in_the_shape_quint_writes_loads() -> None:
+    """tests/unit/data/quint_mbt_sessions.itf.json is written as `quint run --mbt` writes a trace
+    (no params list: the constants are among vars; mbt::nondetPicks a record of every choice, Some
+    with a #bigint payload or None; Quint's #meta: source, status, timestamp), with the #meta
+    fields kvmc needs to run it (config, fixes, property); kvmc reads it, re-runs it through the
+    model, and the pool reproduces it."""
+    from checker.replay.pool import REPRODUCED, replay_trace
+
+    f = ROOT / "tests" / "unit" / "data" / "quint_mbt_sessions.itf.json"
+    raw = json.loads(f.read_text())
+    assert "params" not in raw and all(isinstance(s["mbt::nondetPicks"], dict) and "#map" not in s["mbt::nondetPicks"]
+                                       for s in raw["states"])
+    t = itf.read(f, warn=False)
+    assert t.cfg.name == "sessions" and t.prop == "busy_check_sound" and t.depth == len(raw["states"]) - 1
+    ints = [v for s in t.steps for v in s.picks.values() if type(v) is int]
+    assert ints, "the fixture has an integer pick (recv.turn_tokens)"
+    assert all("None" not in json.dumps(v) or k not in s.picks for st, s in zip(raw["states"][1:], t.steps)
+               for k, v in st["mbt::nondetPicks"].items())
+    o = replay_trace(t, file=str(f), check_model=False)
+    assert o.status == REPRODUCED, o.line()
+
+
 def test_replays_through_the_concrete_model(trace: Trace) -> None:
     states, _ = run_concrete(System(trace.cfg, trace.design), trace.params, trace.actions, expected=trace.states)
     assert states == trace.states
