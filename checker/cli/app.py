@@ -249,7 +249,11 @@ def _check_and_report(args: argparse.Namespace, design: Any, props: list[str], c
         interrupt.reap()  # the warm pool's child too, before its `close` waits for it
         return _interrupted_check(args, e)
     printer.end()
-    written = _write_counterexamples(args, report, warm)
+    try:
+        written = _write_counterexamples(args, report, warm)
+    except interrupt.Interrupted as e:  # the check had finished: its report stands, unreplayed
+        e.report, e.where = report, "while the counterexamples were replayed on the pool"
+        return _interrupted_check(args, e)
     if args.json:
         print(json.dumps(_report_json(report, written), indent=1))
     else:
@@ -300,8 +304,8 @@ def _interrupted_check(args: argparse.Namespace, e: interrupt.Interrupted) -> in
     report = e.report
     summary = f"kvmc: interrupted by {e.name} {e.where or ''}".rstrip()
     if report is not None:
-        cur = report.configs[-1] if report.configs else None
-        if cur is not None and e.where and cur.results:
+        cur = e.config_report
+        if cur is not None and cur.results:  # what the config being checked established
             words = sorted({r.words() for r in cur.results.values()})
             summary += ": " + "; ".join(words)
         with _quiet_replay() as warm:
@@ -374,6 +378,8 @@ def _proof_words(proof: dict[str, Any]) -> str:
     if proof.get("attempted") is False:
         return f"; no proof attempted: {proof.get('why')}"
     k = proof.get("k", 1)
+    if proof.get("stopped"):
+        return f"; {k}-induction attempt (from depth {proof.get('at_depth')}) stopped: {proof['stopped']}"
     if proof.get("interrupted"):
         extra = f"; {k}-induction interrupted" + (f" ({proof['interrupted']})" if isinstance(proof["interrupted"], str) else "")
         extra += f", last at: {proof['last']}" if proof.get("last") else ""

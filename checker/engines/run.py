@@ -280,6 +280,9 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
             a.cancel()  # nothing left that it could prove, or the check ends at its first error
             if a.result is not None and "error" not in a.result:  # it had answered already
                 proof = dict(a.result, at_depth=a.at_depth)
+            else:  # the report says it was started, and why it was stopped
+                proof = {"k": 1, "closed": False, "proved": [], "failed": [], "at_depth": a.at_depth,
+                         "stopped": "the check ended at its first violation" if first_error else "nothing was left to prove"}
     else:
         proof = {"attempted": False, "why": _why_no_proof(results, prove, keep_going, depth, exercised_at)}
     for name in proof.get("proved", []):

@@ -8,8 +8,9 @@ import multiprocessing
 import threading
 
 import pytest
+import z3
 from checker.engines import run
-from checker.engines.bmc import BMC
+from checker.engines.bmc import BMC, _Run
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.system import System
@@ -39,6 +40,36 @@ def _interrupt_after_depth(bmc: BMC, stop_at: int) -> tuple[list[int], threading
     return hits, done, th, progress
 
 
+def _z3_usable() -> None:
+    """The next query of this process works: no interrupt was left in z3's context (one that
+    landed outside a `check` made every later `push` fail with "push canceled")."""
+    s = z3.Solver()
+    s.push()
+    s.add(z3.Int("x") > 0)
+    assert s.check() == z3.sat
+    s.pop()
+
+
+def test_an_interrupt_landing_as_a_check_returns_does_not_cancel_later_queries() -> None:
+    # the waiter thread's interrupt_check can come just after z3 returned, while the BMC still
+    # counts itself in the check: the interrupt then lands outside any query (here, every time)
+    system = System(CONFIGS["small"], PRESETS["current"])
+    bmc = BMC(system, ["conservation"], minimize=False)
+    run = _Run(bmc, None, False)
+    real = run.solver.check
+
+    def late() -> object:
+        r = real()
+        assert bmc.interrupt_check(), "the BMC did not count itself in the check"
+        return r
+
+    run.solver.check = late
+    assert run.check() == z3.sat
+    run.solver.push()  # "push canceled" before the fix
+    run.solver.pop()
+    _z3_usable()
+
+
 @pytest.mark.parametrize("abandon", [True, False])
 def test_an_interrupted_depth_is_abandoned_only_when_asked(abandon: bool) -> None:
     # hybrid_swa's depth 3 takes seconds, so the interrupts land inside its queries
@@ -51,6 +82,7 @@ def test_an_interrupted_depth_is_abandoned_only_when_asked(abandon: bool) -> Non
         done.set()
         pester.join()
     assert hits, "no interrupt landed in a running query"
+    _z3_usable()  # the tests after this one used to fail with "push canceled"
     for r in res.values():
         if abandon:  # depth 3 unfinished: what was checked is depths 0..2
             assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.depth == 2, r.words()
@@ -61,6 +93,12 @@ def test_an_interrupted_depth_is_abandoned_only_when_asked(abandon: bool) -> Non
 @pytest.mark.parametrize("background", [True, False])
 def test_the_background_proof_proves_what_the_inline_one_does(background: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "BACKGROUND_PROOF", background)
+    # the attempt's time limits are wall-clock tuning (30 s a query inline, a minute's grace after
+    # the BMC in the background); on a loaded machine they cut the proof off, which is not what
+    # this test is about
+    monkeypatch.setattr(run, "PROOF_ATTEMPT_MS", 1_800_000)
+    monkeypatch.setattr(run, "PROOF_LEAF_MS", 1_800_000)
+    monkeypatch.setattr(run, "PROOF_GRACE_S", 1_800.0)
     rep = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation", "busy_check_sound"], 10)
     assert rep.proof.get("closed") is True, rep.proof
     for r in rep.results.values():
@@ -78,6 +116,9 @@ def test_a_first_error_stops_the_background_proof() -> None:
     assert rep.results["no_prefill_oom"].verdict is Verdict.VIOLATED
     assert rep.results["conservation"].verdict is Verdict.HOLDS_TO_DEPTH
     assert multiprocessing.active_children() == []
+    # the report says an attempt was made (and, unless it had answered, that it was stopped)
+    assert rep.proof.get("at_depth") is not None and rep.proof.get("stopped", "the check ended at its first violation") \
+        == "the check ended at its first violation", rep.proof
 
 
 def test_an_attempt_still_running_after_the_bmc_is_stopped_and_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,3 +133,16 @@ def test_an_attempt_still_running_after_the_bmc_is_stopped_and_proves_nothing(mo
     assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.depth == 2, r.words()
     assert any(p.startswith("proof: k=1 step case") for p in phases), phases  # the child's progress reached us
     assert multiprocessing.active_children() == []
+
+
+def test_the_report_says_why_no_proof_was_attempted() -> None:
+    # sessions' conservation is first exercised at depth 2: a check to depth 2 has no deeper depth
+    # for a proof to save, so none starts ("holds to depth 2 (not proved)" said nothing of it)
+    from checker.cli.app import _proof_words
+
+    rep = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation"], 2)
+    assert rep.results["conservation"].verdict is Verdict.HOLDS_TO_DEPTH
+    assert rep.proof["attempted"] is False and "first exercised at depth 2, the last one checked" in rep.proof["why"], rep.proof
+    assert _proof_words(rep.proof).startswith("; no proof attempted: every property was first exercised at depth 2")
+    off = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation"], 2, prove=False)
+    assert off.proof == {"attempted": False, "why": "proofs are off (--no-prove)"}
