@@ -67,7 +67,7 @@ def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, co
 
 def one(design: str, config: str, depth: int, timeout_s: float = 600.0, budget_s: float = 1800.0, prove: bool = True,
         engine: str = "bmc") -> dict[str, Any]:
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # a fresh interpreter per job: the model as it is on disk now
     recv, send = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_job, args=(design, config, depth, timeout_s, prove, send, engine), daemon=True)
     t0 = time.perf_counter()
