@@ -24,7 +24,7 @@ from typing import Any
 
 from . import allocator, enqueue, hicache, radix_cache
 from .radix_cache import MatchResult
-from .state import RUNNING, State
+from .state import CHUNKED, RUNNING, State
 from .transition import Ctx, transition
 
 CONTINUE, NO_TOKEN, OTHER = 0, 1, 2
@@ -328,6 +328,13 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
             ad2 = _update_prefill_budget(x, ad, ext_admitted, mnt)
             ad2 = ad2.at("can_run", r, True).at("extend", r, ext_admitted).at("prefix", r, prefix)
             ad2 = ad2.at("new_chunked", r, x.not_(whole)).at("fresh_slot", r, fresh_slot)
+            # `self.new_chunked_req = req` is one slot: a request add_one_req truncated earlier in
+            # this pass loses it and its prefill then runs as if whole (the scheduler's chunked_req
+            # is the last one). The chunked request of add_chunked_req is the scheduler's own slot.
+            for q in range(x.cfg.num_reqs):
+                if q != r:
+                    keep = x.or_(whole, s.status[q] == CHUNKED)
+                    ad2 = ad2.at("new_chunked", q, x.and_(ad2.new_chunked[q], keep))
             return s3, ad2
 
         s4, ad4 = x.branch(admit, append, lambda: (s2, ad))

@@ -166,6 +166,10 @@ def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) 
         return sch.oom == OOM_DECODE
     if prop == "well_formed":
         return not well_formed(sch)
+    if prop == "prompt_prefilled":  # a prefill that ended computed the whole fill but its last token
+        done = [r for r in sch.reqs if r in sch.running
+                or (r.finished and r.in_last_batch and sch.last_batch == EXTEND_BATCH)]
+        return any(r.kv_committed_len != r.origin_input_len + r.output_len - 1 for r in done)
     own = own or ownership.check(sch)
     b = sch.busy
     fired = bool(b and b.fired)

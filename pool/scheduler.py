@@ -130,6 +130,7 @@ class PrefillAdder:
         self.can_run: dict[int, Admission] = {}
         self.stopped = False
         self.result = CONTINUE
+        self.new_chunked_req: int | None = None  # rid: one slot, as SGLang's adder has
 
     # live budgets
     def _ae_full(self) -> int:
@@ -282,6 +283,10 @@ class PrefillAdder:
             mnt = min(sch.max_new_tokens(req), sch.cfg.clip_max_new_tokens) if whole else 0
             self._update_prefill_budget(ext_admitted, mnt)
             self.can_run[req.rid] = Admission(ext_admitted, prefix, not whole, fresh)
+            if not whole:  # `self.new_chunked_req = req`: a request truncated earlier in the pass loses the slot
+                if self.new_chunked_req is not None:
+                    self.can_run[self.new_chunked_req].new_chunked = False
+                self.new_chunked_req = req.rid
         sch.tree.dec_lock_ref(tmp)
         if recheck:
             self.result = NO_TOKEN

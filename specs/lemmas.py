@@ -79,7 +79,9 @@ def request_lengths(x: Ctx, s: State) -> Any:
         c.append(x.implies(holds, x.and_(P >= 0, P <= C, C <= A, E >= 0, x.page_aligned(P), x.page_aligned(E), E <= C)))
         if x.cfg.spec is None:
             c.append(x.implies(holds, A == C))
-        c.append(x.implies(run, x.and_(C == fill - 1, s.output_len[r] >= 1)))
+        # C = fill - 1 is `prompt_prefilled`'s to say: since the #31681 chunk-cap hatch a request whose
+        # truncated chunk lost the adder's new_chunked_req slot runs with C < fill - 1 (a finding)
+        c.append(x.implies(run, x.and_(C <= fill - 1, s.output_len[r] >= 1)))
         c.append(_node_present(x, s, s.last_node[r]))
         c.append(_node_present(x, s, s.load_back_node[r]))
         c.append(x.implies(chunk, x.and_(C < fill, C >= 1)))  # its first chunk was not empty (trunc > 0)

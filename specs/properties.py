@@ -29,7 +29,7 @@ from model import radix_cache
 from model.invariant_checker import holds_kv, is_fully_idle, self_check_during_busy, self_check_during_idle
 from model.session import holds_range
 from model.state import (DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS,
-                          FINISHED, ROOT, VIRTUAL, WAITING, State)
+                          FINISHED, ROOT, RUNNING, VIRTUAL, WAITING, State)
 from model.transition import Ctx
 
 
@@ -167,6 +167,21 @@ def _well_formed(x: Ctx, s: State) -> Any:
         A, C, P, E = s.kv_allocated_len[r], s.kv_committed_len[r], s.cache_protected_len[r], s.swa_evicted_seqlen[r]
         c.append(x.implies(holds_kv(x, s, r), x.and_(P >= 0, P <= C, C <= A, E >= 0, x.page_aligned(P), x.page_aligned(E))))
     return x.and_(*c)
+
+
+def _prompt_prefilled(x: Ctx, s: State) -> Any:
+    """A request past its prefill (running, or finished by the extend batch that just ran) has the KV
+    of its whole fill but the token being decoded: C = |input| + |output| - 1."""
+    c = []
+    for r in range(x.cfg.num_reqs):
+        fill = s.origin_input_len[r] + s.output_len[r]
+        just_done = x.and_(s.last_batch == EXTEND_BATCH, s.in_last_batch[r], s.status[r] == FINISHED)
+        c.append(x.implies(x.or_(s.status[r] == RUNNING, just_done), s.kv_committed_len[r] == fill - 1))
+    return x.and_(*c)
+
+
+def _some_running(x: Ctx, s: State) -> Any:
+    return x.or_(*[s.status[r] == RUNNING for r in range(x.cfg.num_reqs)])
 
 
 def _request_and_tree(x: Ctx, s: State) -> Any:
@@ -321,6 +336,14 @@ PROPERTIES: dict[str, Property] = {
             _well_formed,
             _ran,
             "a batch ran",
+        ),
+        Property(
+            "prompt_prefilled",
+            "a request whose prefill ended (running, or finished by the extend) computed its whole prompt: "
+            "C = |input| + |output| - 1 (no silently truncated prefill)",
+            _prompt_prefilled,
+            _some_running,
+            "a request is running",
         ),
         Property(
             "residency",

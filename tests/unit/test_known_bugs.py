@@ -25,9 +25,7 @@ KNOWN = [
     ("retract_tail_free", None, (), "sessions", "conservation", 3),
     ("swa_hostload_budget", None, (), "hybrid_swa_hicache", "no_prefill_oom", 1),
     ("spec_topk_busy_check", None, ("verify_keeps_rejected_page",), "spec_topk", "busy_check_complete", 2),
-    # depth 2 since the #31681/#32700 chunk-cap escape hatch (`swa_chunk_cap`, found by kvmc conform
-    # against 0.5.18) is in `current`: a hatch-capped chunk reaches the unreserved add_chunked_req a step sooner
-    ("chunked_swa_page_reserve", None, (), "hybrid_swa", "no_prefill_oom", 2),
+    ("chunked_swa_page_reserve", None, (), "hybrid_swa", "no_prefill_oom", 3),
 ]
 
 
