@@ -23,7 +23,8 @@ LIVE = ("progress", "no_starvation", "deferred_eventually_admitted")
 QUICK = (("current", "hybrid_swa", 4), ("current", "small", 2))
 
 
-def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, conn: Any, engine: str = "bmc") -> None:
+def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, conn: Any, engine: str = "bmc",
+         proof_cache: str | None = None) -> None:
     from model.designs import preset
     from model.system import System
     from specs.configs import CONFIGS
@@ -31,6 +32,10 @@ def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, co
     from checker.engines.liveness import LassoBMC, explicit_lassos, prove_progress
     from checker.verdict import Verdict
 
+    if proof_cache:  # the invariants' Houdini queries, shared by designs that encode alike on a config
+        from checker.engines import proof_cache as pc
+
+        pc.use(proof_cache)
     cfg = CONFIGS[config]
     d = preset(design)
     why = cfg.not_modelled_by(d)
@@ -66,10 +71,10 @@ def _job(design: str, config: str, depth: int, timeout_s: float, prove: bool, co
 
 
 def one(design: str, config: str, depth: int, timeout_s: float = 600.0, budget_s: float = 1800.0, prove: bool = True,
-        engine: str = "bmc") -> dict[str, Any]:
+        engine: str = "bmc", proof_cache: str | None = None) -> dict[str, Any]:
     ctx = mp.get_context("spawn")  # a fresh interpreter per job: the model as it is on disk now
     recv, send = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_job, args=(design, config, depth, timeout_s, prove, send, engine), daemon=True)
+    p = ctx.Process(target=_job, args=(design, config, depth, timeout_s, prove, send, engine, proof_cache), daemon=True)
     t0 = time.perf_counter()
     p.start()
     send.close()
@@ -107,10 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1800.0, help="wall seconds per (design, config)")
     ap.add_argument("--no-prove", action="store_true")
     ap.add_argument("--engine", choices=("bmc", "explicit"), default="bmc", help="lasso BMC or the explicit engine's fair cycles")
+    ap.add_argument("--proof-cache", default=None, metavar="DIR", help="the step queries' proof cache (kvmc check --proof-cache)")
     a = ap.parse_args(argv)
     for d in a.designs:
         for c in a.configs:
-            print(json.dumps(one(d, c, a.depth, a.timeout, a.budget, not a.no_prove, a.engine)), flush=True)
+            print(json.dumps(one(d, c, a.depth, a.timeout, a.budget, not a.no_prove, a.engine, a.proof_cache)), flush=True)
     return 0
 
 
