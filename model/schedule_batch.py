@@ -62,13 +62,17 @@ def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
 )
 def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort: Any = False) -> State:
     """Release request r's KV on finish (is_insert) or retraction: the cache takes its part
-    (`cache_finished_req`; a streaming session's slot takes the whole row, and an aborted
-    streaming request releases its whole session), then the over-allocation and the
-    req_to_token slot are freed."""
+    (`cache_finished_req`; a streaming session's slot takes the whole row), then the
+    over-allocation and the req_to_token slot are freed.
+
+    `abort` (retract_decode's "Out of memory even after retracting") changes nothing here: SGLang
+    sets `to_finish`, not `finished_reason`, before `release_req`, so the session cache's
+    `FINISH_ABORT` branch (`release_session`) is not taken and the slot keeps the row like any
+    retraction (v0.5.10.post1 `SessionAwareCache.cache_finished_req` has no abort branch at all;
+    v0.5.11-0.5.23 `try_cache_finished_req` tests `finished_reason`)."""
     i = x.cfg.slot_of(r)
     if i is not None:
         s = session.save_from_req(x, s, r, i)
-        s = x.branch(abort, lambda: session.release_session(x, s, i), lambda: s)
     else:
         s = radix_cache.cache_finished_req(x, s, r, is_insert, site)
         full, swa = _release_tokens(x, s, r)

@@ -734,9 +734,7 @@ class Scheduler:
         i = self.cfg.slot_of(req.rid)
         if i is not None:
             slot = self.slots[i]
-            self.save_from_req(req, slot)
-            if abort:
-                self.release_session(slot)
+            self.save_from_req(req, slot)  # an OOM abort too: `finished_reason` is not set yet (model docstring)
         else:
             self.cache_finished_req(req, is_insert, ch, site)
             ps = self.ps
