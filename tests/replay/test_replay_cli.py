@@ -162,3 +162,95 @@ def test_ownership_checked_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     o = replay_trace(t)
     assert o.status == DIVERGED and o.field == "ownership.full" and o.step == first_decode, o.line()
     assert replay_trace(t, compare_derived=False).ok  # the mapped fields alone do not see it
+
+
+# -- the corruptions of issue 30: bad input (exit 2, one line naming file, state and field), never `diverged`
+def _valid_source() -> Path | None:
+    """The first checked-in trace that follows the model as it is now (a model change in progress
+    can leave one stale until `kvmc regen --update`)."""
+    from checker.traces import itf
+
+    for p in sorted(DEFAULT_DIR.rglob("*.itf.json")):
+        try:
+            itf.read(p, warn=False)
+            return p
+        except itf.ItfError:
+            continue
+    return None
+
+
+VALID = _valid_source()
+needs_valid = pytest.mark.skipif(VALID is None, reason="no checked-in counterexample follows the model")
+
+
+def _load_valid() -> dict:
+    assert VALID is not None
+    return json.loads(VALID.read_text())
+
+
+def _drop_last_state(d: dict) -> None:
+    d["states"].pop()
+    d["#meta"].pop("depth", None)  # even with the depth fixed up, the verdict re-check sees it
+
+
+def _flip_verdict(d: dict) -> None:
+    d["#meta"]["verdict"] = "holds"
+    d["#meta"].pop("expected", None)
+
+
+def _delete_vars(d: dict) -> None:
+    del d["vars"]
+
+
+def _delete_params(d: dict) -> None:
+    del d["params"]
+
+
+def _bad_commit(d: dict) -> None:
+    d["#meta"]["sglang_commit"] = "not-a-commit"
+
+
+def _bad_version(d: dict) -> None:
+    d["#meta"]["kvmc_version"] = "latest"
+
+
+ISSUE_30 = {
+    "dropped last state": (_drop_last_state, "#meta.verdict"),
+    "flipped verdict": (_flip_verdict, "#meta.verdict"),
+    "deleted vars": (_delete_vars, ": vars:"),
+    "deleted params": (_delete_params, ": params:"),
+    "malformed sglang_commit": (_bad_commit, "#meta.sglang_commit"),
+    "malformed kvmc_version": (_bad_version, "#meta.kvmc_version"),
+}
+
+
+@needs_valid
+@pytest.mark.parametrize("kind", list(ISSUE_30))
+def test_issue_30_corruptions_are_bad_input(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _load_valid()
+    edit, where = ISSUE_30[kind]
+    edit(d)
+    f = tmp_path / "bad.itf.json"
+    f.write_text(json.dumps(d))
+    rc, out, err = _run(capsys, str(f))
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err and "diverged" not in err + out, (rc, err)
+    assert lines[0].startswith(f"kvmc: error: {f}: ") and where in lines[0], lines[0]
+    rc = main(["show", str(f)])
+    _o, err = capsys.readouterr()
+    assert rc == 2 and err.startswith("kvmc: error:") and where in err and len(err.strip().splitlines()) == 1, err
+
+
+@needs_valid
+def test_other_commit_or_version_is_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A well-formed `sglang_commit` / `kvmc_version` other than this kvmc's: the trace is re-run
+    through this model, and replays if it follows it; the difference is said, not hidden."""
+    d = _load_valid()
+    d["#meta"]["sglang_commit"] = "0" * 40
+    d["#meta"]["kvmc_version"] = "0.0.9"
+    f = tmp_path / "other.itf.json"
+    f.write_text(json.dumps(d))
+    rc, out, err = _run(capsys, str(f))
+    assert rc == 0 and "reproduced" in out, (out, err)
+    warnings = [ln for ln in err.splitlines() if ln.startswith("kvmc: warning:")]
+    assert len(warnings) == 2 and "sglang_commit 000000000000" in warnings[0] and "kvmc 0.0.9" in warnings[1], err
