@@ -22,6 +22,9 @@ class Activity:
         self.solver_s = 0.0  # time inside z3 of this config so far (finished queries)
         self.phase: str | None = None  # a long step that is no query (a seed hunt, minimising)
         self.phase_since: float | None = None
+        # a proof's case queue on a Ray executor (checker/engines/induction.py::_settle_remote):
+        # settled / queued / in_flight / workers_alive, the config, property and k; None otherwise
+        self.cases: dict[str, Any] | None = None
 
     def config_started(self, name: str) -> None:
         self.config, self.depth, self.query_since, self.queries, self.solver_s = name, None, None, 0, 0.0
@@ -48,7 +51,7 @@ class Activity:
                 "query_s": None if since is None else round(now - since, 1),
                 "phase": self.phase, "phase_s": None if ps is None else round(now - ps, 1),
                 "solver_s": round(self.solver_s + (0.0 if since is None else now - since), 1),
-                "elapsed_s": round(now - self.started, 1)}
+                "elapsed_s": round(now - self.started, 1), **({"cases": dict(self.cases)} if self.cases else {})}
 
 
 NOW = Activity()  # this process's

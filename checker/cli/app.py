@@ -152,7 +152,10 @@ class ProgressPrinter:
                 return
             self.last_phase = now
             line = f"[{config}] {elapsed:.1f}s: {status['_phase']}"
-            self.lines.line(line, "proof", live=self.tty, **fields, message=status["_phase"])
+            from checker.progress import NOW
+
+            cases = {"cases": dict(NOW.cases)} if NOW.cases else {}  # a case queue on Ray (checker/engines/induction.py)
+            self.lines.line(line, "proof", live=self.tty, **fields, message=status["_phase"], **cases)
             return
         self.lines.line(line, "depth", live=self.tty, **fields, solver_s=float(status.get("_solver_s", 0) or 0),
                         status={k: v for k, v in status.items() if not k.startswith("_")})
@@ -217,6 +220,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             proof_cache.use(args.proof_cache)  # before any fork: the proof processes inherit it
         except ValueError as e:
             raise UsageError(str(e)) from None
+    from checker.cli.executor import check_executor, executor_for
+
+    check_executor(args, jobs=args.all or args.jobs is not None)
     if args.all or args.jobs is not None:
         from checker.cli.parallel import cmd_check_parallel
 
@@ -231,7 +237,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     printer = ProgressPrinter("none" if args.json and args.progress == "text" else args.progress)
     from checker.replay.pool import WarmPool
 
-    with WarmPool() as warm:  # torch loads beside the search, for the counterexamples' pool replay
+    # torch loads beside the search, for the counterexamples' pool replay (forked before Ray starts)
+    with WarmPool() as warm, executor_for(args):
         return _check_and_report(args, design, props, configs, baseline, printer, warm, lemmas)
 
 
@@ -522,6 +529,9 @@ def add_check_parser(sub: Any) -> None:
                     help="record the step-case queries z3 proves unsat, and take recorded ones from DIR, so a long "
                          "proof can be stopped and resumed (keyed by a digest of the exact query and the z3 version)")
     add_progress_options(pc)
+    from checker.cli.executor import add_executor_options
+
+    add_executor_options(pc)
     pc.add_argument("-v", "--verbose", action="store_true")
     pc.add_argument("--all", action="store_true", help="every preset design (x every config), in parallel; one report")
     pc.add_argument("--jobs", type=int, default=None, help="run (design, config) checks in N parallel processes (default: cores)")

@@ -321,6 +321,7 @@ class JobsProgress:
         self.running: dict[str, float] = {}  # job label -> started
         self.durations: list[float] = []
         self.lock = threading.Lock()
+        self.alive: Any = None  # `--executor ray`: a callable, the cluster's worker slots alive now
 
     def started(self, label: str) -> None:
         with self.lock:
@@ -351,9 +352,12 @@ class JobsProgress:
             current = ", ".join(f"{k} ({fmt_s(now - t)})" for k, t in cur[:3]) + (" ..." if len(cur) > 3 else "")
             eta = self.eta()
         el = now - self.t0
-        text = (f"[{self.done}/{self.total} {self.what} done, {len(cur)} running, {queued} queued, {fmt_s(el)}"
+        alive = self.alive() if self.alive is not None else None
+        text = (f"[{self.done}/{self.total} {self.what} done, {len(cur)} running, {queued} queued"
+                + (f", {alive} workers alive" if alive is not None else "") + f", {fmt_s(el)}"
                 + (f", about {fmt_s(eta)} left" if eta is not None else "") + "]"
                 + (f" {what}" if what else "") + (f"; running: {current}" if current and not what else ""))
         self.lines.line(text, "jobs", live=live, done=self.done, total=self.total, running=[k for k, _ in cur],
                         queued=queued, elapsed_s=round(el, 1), eta_s=None if eta is None else round(eta, 1),
+                        **({"workers_alive": alive} if alive is not None else {}),
                         message=what or None)

@@ -24,14 +24,23 @@ from checker.verdict import Verdict, exit_code
 def cmd_check_parallel(args: Any) -> int:
     from model.designs import PRESETS
 
-    from checker.cli.common import JobsProgress, Lines, build_design, timeout_ms, validate_selection, warn
-    from checker.cli.review import Job, Side, render_jobs, run_jobs
+    from checker.cli.common import build_design, validate_selection
 
     designs = list(PRESETS) if args.all else [args.design]
     for d in designs:
         build_design(d, args.without, args.with_, args.mutant)  # validates names (UsageError)
     props, configs = validate_selection(args)
-    n = args.jobs or os.cpu_count() or 1
+    from checker.cli.executor import executor_for
+
+    with executor_for(args) as ex:  # `--executor ray`: the jobs are tasks on the cluster (checker/cli/review.py)
+        return _check_jobs(args, designs, props, configs, ex)
+
+
+def _check_jobs(args: Any, designs: list[str], props: list[str], configs: list[str], ex: Any) -> int:
+    from checker.cli.common import JobsProgress, Lines, timeout_ms, warn
+    from checker.cli.review import Job, Side, run_jobs
+
+    n = ex.capacity() if ex is not None else args.jobs or os.cpu_count() or 1
     jobs = [Job(Side("", d, tuple(args.without), tuple(args.with_), tuple(args.mutant)), c, tuple(props), args.depth,
                 args.engine, not args.no_prove, timeout_ms(args.timeout), args.out, not args.no_minimize,
                 without_lemmas=tuple(args.without_lemma))
@@ -42,6 +51,8 @@ def cmd_check_parallel(args: Any) -> int:
              "this takes tens of minutes (--config NAME and --depth N narrow it; Ctrl-C stops it with the checks finished)")
     interrupt.quiet_z3()
     tracker = JobsProgress(lines, len(jobs), n, "checks") if lines.enabled else None
+    if tracker is not None and ex is not None:
+        tracker.alive = ex.alive
     from checker.cli.common import Heartbeat, beat_every
 
     try:

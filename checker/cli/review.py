@@ -188,7 +188,9 @@ def _pool_run(jobs: list[Job], n: int, progress: Any = None) -> list[dict[str, A
             progress.finished(job_label(jobs[i]), _summary(res))
 
     try:
-        if n <= 1 or len(jobs) <= 1:
+        if _ray() is not None and jobs:  # `--executor ray`: every job is a task on the cluster
+            _ray_parallel(jobs, progress, finished)
+        elif n <= 1 or len(jobs) <= 1:
             for i, j in enumerate(jobs):
                 if progress is not None:
                     progress.started(job_label(j))
@@ -231,6 +233,51 @@ def _pool_parallel(jobs: list[Job], n: int, progress: Any, finished: Any) -> Non
         ex.shutdown(wait=False, cancel_futures=True)
         raise
     ex.shutdown(wait=True)
+
+
+def _ray() -> Any:
+    """The run's Ray executor (`--executor ray`, checker/executors/) when this process is its driver."""
+    from checker import executors
+
+    ex = executors.ACTIVE
+    return ex if ex is not None and ex.pid == os.getpid() else None
+
+
+def run_job_on_worker(job: Job) -> dict[str, Any]:
+    """A Ray task: one job, in a worker process whose siblings use the other CPUs (as a pool
+    worker: no background proof, one case process). The job is plain data; its counterexamples
+    are written by the worker under `job.out` (on a cluster: a directory every node shares)."""
+    _in_pool_worker()
+    interrupt.quiet_z3()
+    return run_job(job)
+
+
+def _ray_parallel(jobs: list[Job], progress: Any, finished: Any) -> None:
+    """The jobs as Ray tasks, at most the cluster's CPUs in flight (so `running` is exact). A job
+    whose worker kept dying (Ray re-runs it RETRIES times) is a failure of the run, named in one
+    line; a job's own exception (a patch that raises: PatchError) is raised here as in a pool."""
+    from checker.executors.ray_cluster import RETRIES
+
+    ex = _ray()
+    cap = ex.capacity()
+    waiting = list(range(len(jobs)))
+    flying: dict[Any, int] = {}
+    try:
+        while waiting or flying:
+            while waiting and len(flying) < cap:
+                i = waiting.pop(0)
+                flying[ex.submit(run_job_on_worker, jobs[i])] = i
+                if progress is not None:
+                    progress.started(job_label(jobs[i]))
+            for ref in ex.wait(list(flying)):
+                i = flying.pop(ref)
+                status, res = ex.result(ref)
+                if status == "died":
+                    raise RuntimeError(f"job {job_label(jobs[i])} killed its Ray worker each of the {RETRIES + 1} times "
+                                       f"it was run ({res}); nothing of it is reported")
+                finished(i, res)
+    finally:
+        ex.cancel(list(flying))
 
 
 _MEMO: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -537,7 +584,8 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
     import time
 
     t0 = time.perf_counter()
-    n = jobs or os.cpu_count() or 1
+    ray = _ray()  # `--executor ray`: as many jobs at once as the cluster has CPUs
+    n = ray.capacity() if ray is not None else jobs or os.cpu_count() or 1
     # validate what can be validated here, before any process starts
     names = {}
     for s in (base, head):
@@ -554,6 +602,8 @@ def review(base: Side, head: Side, props: list[str], configs: list[str], depth: 
         from checker.cli.common import JobsProgress
 
         tracker = JobsProgress(progress, len(configs) * 2, n, "checks")
+        if ray is not None:
+            tracker.alive = ray.alive
     beat: Any = contextlib.nullcontext()
     if tracker is not None:
         from checker.cli.common import Heartbeat, beat_every
@@ -643,12 +693,16 @@ def cmd_review(args: Any) -> int:
         warn(f"kvmc review checks every config ({len(configs)}) on both sides to depth {args.depth}; this takes tens of "
              "minutes (--config NAME and --depth N narrow it; progress follows on stderr, Ctrl-C stops it with the "
              "checks finished so far)")
+    from checker.cli.executor import check_executor, executor_for
+
+    check_executor(args, jobs=True)
     interrupt.quiet_z3()
     lines = Lines(args.progress)
     try:
-        rep = review(base, head, props, configs, args.depth, args.engine, not args.no_prove,
-                     timeout_ms(args.timeout), args.out, args.jobs, not args.no_minimize,
-                     tuple(args.without_lemma), progress=lines)
+        with executor_for(args):  # `--executor ray`: the (side, config) jobs are tasks on the cluster
+            rep = review(base, head, props, configs, args.depth, args.engine, not args.no_prove,
+                         timeout_ms(args.timeout), args.out, args.jobs, not args.no_minimize,
+                         tuple(args.without_lemma), progress=lines)
     except PatchError as e:
         raise UsageError(str(e)) from None
     except interrupt.Interrupted as e:
@@ -711,6 +765,9 @@ def add_parser(sub: Any) -> Any:
     pr.add_argument("--without-lemma", action="append", default=[], metavar="LEMMA",
                     help="do not assume this lemma in either side's proofs (try a smaller inductive set)")
     pr.add_argument("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
+    from checker.cli.executor import add_executor_options
+
+    add_executor_options(pr)
     pr.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     pr.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
     pr.add_argument("--out", default="kvmc-out/review", metavar="DIR",

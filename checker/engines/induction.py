@@ -47,7 +47,7 @@ from specs.lemmas import LEMMAS
 from specs.pass_invariants import PASS_INVARIANTS
 from specs.properties import PROPERTIES
 
-from checker import interrupt
+from checker import executors, interrupt
 from checker.engines import proof_cache
 from checker.progress import NOW
 from checker.engines.cone import Cone, state_symbols
@@ -144,6 +144,9 @@ class HoudiniResult:
     derived: dict[str, list[str]] = field(default_factory=dict)
     # pass invariant -> "" if proved for the step (and asserted in its queries), else why not
     pass_invariants: dict[str, str] = field(default_factory=dict)
+    # candidate -> why its query stayed unsettled when that was no solver's unknown (`--executor
+    # ray`: a case that kept killing its workers, a worker whose query digest differed)
+    why_unknown: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -477,7 +480,7 @@ class KInduction:
             cti = None
             for n in failed:
                 if m is None:  # one-by-one mode, the solver gave up on n
-                    res.dropped[n] = f"step case at k={k}: solver unknown on its own query (not proved)"
+                    res.dropped[n] = f"step case at k={k}: {res.why_unknown.get(n) or 'solver unknown on its own query'} (not proved)"
                     continue
                 if n in self.props:
                     cti = cti or self._cti(m, params, states)
@@ -629,14 +632,16 @@ class KInduction:
         Returns (z3 result, model when sat, the candidates' goal terms; every encoding names its
         symbols alike, so the model reads on them); `res.split_cases` counts the queries split."""
         q = _CaseQuery(self, k, active, n)
-        parallel = self.workers > 1 and _can_fork()
+        remote = _remote_executor()  # `--executor ray`: the cases go to the cluster
+        parallel = remote is not None or (self.workers > 1 and _can_fork())
+        spread = self._settle_remote if remote is not None else self._settle_parallel
 
         def walk(path: tuple[int, ...]) -> tuple[Any, Any]:
             if q.skip(path):  # z3 (nearly always) gave up on it or its level: split it unasked
                 res.skipped += 1
                 if parallel:
                     res.split_cases += 1
-                    return self._settle_parallel(q, res, [path + (i,) for i in range(q.width(path))])
+                    return spread(q, res, [path + (i,) for i in range(q.width(path))])
             else:
                 if self.progress:
                     self.progress(f"k={k} step case for {n}{q.where(path)} ({res.queries} queries)")
@@ -649,7 +654,7 @@ class KInduction:
                     return r, m
                 if parallel:  # the whole query was too hard: its cases go to the workers
                     res.split_cases += 1
-                    return self._settle_parallel(q, res, [path + (i,) for i in range(q.width(path))])
+                    return spread(q, res, [path + (i,) for i in range(q.width(path))])
             res.split_cases += 1
             for i in range(q.width(path)):
                 r2, m2 = walk(path + (i,))
@@ -730,6 +735,95 @@ class KInduction:
                     return (r, m) if r == z3.sat else (z3.unknown, None)
                 return z3.unknown, None
         return z3.unsat, None
+
+    def _settle_remote(self, q: "_CaseQuery", res: HoudiniResult, cases: list[tuple[int, ...]]) -> tuple[Any, Any]:
+        """`_settle_parallel` on the run's Ray executor (`--executor ray`, checker/executors/): each
+        case goes to a worker as plain data (`describe_query` + its path and the driver's digest of
+        it), the worker rebuilds the query and answers (`ask_remote_case`). This process keeps the
+        queue, decides what is asked or split unasked (`_CaseQuery.skip`), and is the proof cache's
+        only writer: an unsat answer is recorded there before the case counts as settled, and a case
+        recorded there is not sent. A case whose workers kept dying, or that a worker refused (its
+        digest differs: another kvmc or z3), leaves the candidate unknown with that reason
+        (`HoudiniResult.why_unknown`), never proved."""
+        from collections import deque
+
+        from checker.executors.ray_cluster import RETRIES
+
+        ex = _remote_executor()
+        assert ex is not None
+        cap = ex.capacity()
+        base = describe_query(self, q)
+        cfg = self.system.cfg.name
+        waiting = deque(cases)
+        flying: dict[Any, tuple[tuple[int, ...], str, float]] = {}  # reference -> (path, key, sent at)
+        settled = 0
+
+        def tell(path: tuple[int, ...], what: str) -> None:
+            alive = ex.alive()
+            NOW.cases = {"settled": settled, "queued": len(waiting), "in_flight": len(flying), "workers_alive": alive,
+                         "config": cfg, "property": q.n, "k": q.k, "executor": "ray"}
+            if self.progress:
+                self.progress(f"k={q.k} step case for {q.n}{q.where(path)}: {what} ({settled} settled, {len(waiting)} queued, "
+                              f"{len(flying)} in flight, {alive} workers alive; {res.queries} queries, config {cfg})")
+
+        def unsettled(path: tuple[int, ...], why: str) -> tuple[Any, Any]:
+            res.why_unknown[q.n] = why
+            tell(path, why)
+            return z3.unknown, None
+
+        try:
+            while waiting or flying:
+                while waiting and len(flying) < cap:
+                    path = waiting.popleft()
+                    if q.skip(path):
+                        res.split_cases += 1
+                        res.skipped += 1
+                        waiting.extend(path + (i,) for i in range(q.width(path)))
+                        continue
+                    key = q.key(path)  # the digest the worker's own query must have
+                    if self.cache is not None and self.cache.settled(key):
+                        res.queries += 1
+                        res.cached += 1
+                        q.note(path, "unsat")
+                        settled += 1
+                        continue
+                    flying[ex.submit(ask_remote_case, {**base, "path": list(path), "digest": key})] = (path, key, time.monotonic())
+                for ref in ex.wait(list(flying)):
+                    path, key, sent = flying.pop(ref)
+                    status, out = ex.result(ref)
+                    if status == "died":
+                        return unsettled(path, f"its case{q.where(path)} killed its worker each of the {RETRIES + 1} times "
+                                               f"it was run ({out})")
+                    if out["answer"] == "refused":
+                        return unsettled(path, out["why"])
+                    answer, how = out["answer"], out["how"]
+                    ex.note(config=cfg, k=q.k, candidate=q.n, path=list(path), answer=answer, how=how,
+                            solve_s=out["seconds"], round_trip_s=round(time.monotonic() - sent, 3), worker=out["worker"])
+                    res.queries += 1
+                    res.local += how == "local"
+                    q.note(path, answer)
+                    if answer == "unsat":
+                        if self.cache is not None:
+                            self.cache.record(key)  # recorded before the case counts as settled
+                        settled += 1
+                        tell(path, "unsat" + (f" ({how})" if how else ""))
+                        continue
+                    if answer == "unknown" and not q.last(path):
+                        if self.cache is not None:
+                            self.cache.gave_up(key, q.budget(path))
+                        res.split_cases += 1
+                        waiting.extend(path + (i,) for i in range(q.width(path)))
+                        tell(path, "unknown: split")
+                        continue
+                    tell(path, answer)
+                    if answer == "sat":
+                        r, m = q.ask(path)  # again, here, for the model (the CTI)
+                        return (r, m) if r == z3.sat else (z3.unknown, None)
+                    return z3.unknown, None
+            return z3.unsat, None
+        finally:
+            ex.cancel(list(flying))  # a sat case, an error or an interrupt: the rest is not needed
+            NOW.cases = None
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run
@@ -981,6 +1075,69 @@ def _can_fork() -> bool:
     return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
 
 
+def _remote_executor() -> Any:
+    """The run's Ray executor when this process is its driver (not a fork of it: the bmc engine's
+    background proof attempt asks its cases locally), else None."""
+    ex = executors.ACTIVE
+    return ex if ex is not None and ex.pid == os.getpid() else None
+
+
+def describe_query(ind: KInduction, q: "_CaseQuery") -> dict[str, Any]:
+    """What a Ray worker needs to rebuild a candidate's step query: plain data, no z3 object
+    (`ask_remote_case`). A design with transition overrides (a reviewer's patch, a generated
+    mutant) is code, not data: it stays on local processes."""
+    from specs.configs import CONFIGS
+
+    d, cfg = ind.system.design, ind.system.cfg
+    if d.overrides:
+        raise RuntimeError(f"design {d.name!r} overrides transitions ({', '.join(sorted(d.overrides))}): its step "
+                           "queries cannot be rebuilt on a Ray worker; use --executor local")
+    return {"config": cfg.name if CONFIGS.get(cfg.name) == cfg else cfg,
+            "design": {"name": d.name, "fixes": dict(d.fixes), "mutants": sorted(d.mutants)},
+            "props": list(ind.props), "lemmas": list(ind.lemmas), "timeout_ms": ind.timeout_ms,
+            "k": q.k, "active": list(q.active), "candidate": q.n, "facts": list(ind.facts_for(q.active))}
+
+
+_REMOTE_QUERIES: dict[str, "_CaseQuery"] = {}  # a Ray worker's queries, by description (the last few)
+
+
+def ask_remote_case(desc: dict[str, Any]) -> dict[str, Any]:
+    """A Ray worker's task: rebuild the query `desc` describes (`describe_query`) from this
+    worker's model, check that its digest of the case equals the driver's (`desc["digest"]`,
+    checker/engines/proof_cache.py's key: the encoded formula, the case, the candidate, the active
+    set, the z3 version), and ask it. A different digest (another kvmc, model or z3 on this node)
+    is refused, not answered. The worker writes no proof cache: the driver records the answer."""
+    import socket
+
+    from model.designs import Design
+    from specs.configs import CONFIGS
+
+    qid = repr(sorted((k, repr(v)) for k, v in desc.items() if k not in ("path", "digest")))
+    q = _REMOTE_QUERIES.get(qid)
+    if q is None:
+        cfg = CONFIGS[desc["config"]] if isinstance(desc["config"], str) else desc["config"]
+        dd = desc["design"]
+        ind = KInduction(System(cfg, Design(dd["name"], dd["fixes"], frozenset(dd["mutants"]))), list(desc["props"]),
+                         list(desc["lemmas"]), timeout_ms=desc["timeout_ms"], workers=1)
+        ind.cache = None  # the driver is the proof cache's only writer
+        ind._pass_proofs[frozenset(desc["active"])] = {f: "" for f in desc["facts"]}
+        q = _CaseQuery(ind, desc["k"], list(desc["active"]), desc["candidate"])
+        while len(_REMOTE_QUERIES) >= 2:  # a worker serves one candidate at a time, mostly
+            _REMOTE_QUERIES.pop(next(iter(_REMOTE_QUERIES)))
+        _REMOTE_QUERIES[qid] = q
+    path = tuple(desc["path"])
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    mine = q.key(path)
+    if mine != desc["digest"]:
+        return {"answer": "refused", "worker": worker,
+                "why": f"Ray worker {worker} refused case {list(path)} of {desc['candidate']}: its query digest {mine[:12]} "
+                       f"differs from the driver's {desc['digest'][:12]} (another kvmc, model or z3 there; z3 "
+                       f"{z3.get_full_version()}); install the driver's on every node"}
+    t0 = time.perf_counter()
+    r, _m = q.ask(path)
+    return {"answer": str(r), "how": _how(q), "seconds": round(time.perf_counter() - t0, 3), "worker": worker}
+
+
 def false_lemmas(system: System, trace: Trace) -> list[str]:
     """Known lemmas that are false in some state of a CTI but its last: had they been assumed (and
     inductive), the CTI would not exist."""
@@ -1045,6 +1202,7 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
                              "lemmas_failed_base": sorted(gone & set(use)), "dropped": h.dropped,
                              "unknown": h.unknown or None, "queries": h.queries, "cached": h.cached, "local": h.local, "skipped": h.skipped,
                              "derived": h.derived or None, "pass_invariants": h.pass_invariants or None,
+                             **({"unsettled": h.why_unknown} if h.why_unknown else {}),
                              "seconds": round(h.seconds, 2)})
             for p in h.proved:
                 proved[p] = k
@@ -1082,8 +1240,10 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
                     r.meta["cti_suggest"] = c["suggest"]
                 unk = [a for a in attempts if a["unknown"]]
                 fb = c["trace"].meta.get("first_break", {}).get(name) if c is not None else None
+                why = [f"k={a['k']}: {a['unsettled'][name]}" for a in attempts if name in a.get("unsettled", {})]
                 r.reason = (f"induction did not close for k in {tried or 'none'}"
                             + (f" (solver unknown at k={unk[-1]['k']}: {unk[-1]['unknown']})" if unk else "")
+                            + (f" (a case was never settled: {why[-1]})" if why else "")
                             + (f"; in its CTI the ledger's {fb}" if fb else "")
                             + (f"; a lemma excluding its CTI is missing (known lemmas false in it: {', '.join(c['suggest']) or 'none'})"
                                if c is not None else ""))

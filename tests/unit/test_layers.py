@@ -11,7 +11,7 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[2]
 # lowest first: a unit may import itself and the units before it
-ORDER = ["model", "specs", "checker.verdict", "checker.progress", "checker.interrupt", "checker.traces", "checker.engines", "checker.reports",
+ORDER = ["model", "specs", "checker.verdict", "checker.progress", "checker.interrupt", "checker.executors", "checker.traces", "checker.engines", "checker.reports",
          "checker.replay", "checker.mutation", "checker.cli"]
 PACKAGES = ("model", "specs", "checker", "pool", "upstream")
 
