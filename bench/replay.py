@@ -1,4 +1,4 @@
-"""Replay throughput and the ownership check's cost (not a test: numbers for the README).
+"""Replay throughput and the ownership check's cost (not a test: numbers for bench/results.md).
 
     python -m bench.replay [--device cpu|cuda] [--slots 1048576]
 

@@ -14,8 +14,8 @@ For a mutant (checker/mutation/operators.py) and the configs whose step executes
    configs, each run abandoned at its deadline.
 
 The first violation of any property kills the mutant (the model itself holds everywhere: its
-explicit baseline is checked in the same run, and `current` is proved, README "What is
-proved"). So does a property left vacuous where the model meets its witness: the explicit
+explicit baseline is checked in the same run, and `current` is proved, docs/proofs.md "Current
+verdicts"). So does a property left vacuous where the model meets its witness: the explicit
 search reached or exhausted the depth of the model's witness without meeting it (`kvmc check`
 would exit 3, inconclusive, instead of 0). A mutant whose step raises a Python error is
 `invalid` (every engine stops on the error; no property is needed to see it) and is left out of
