@@ -632,7 +632,9 @@ class KInduction:
         Returns (z3 result, model when sat, the candidates' goal terms; every encoding names its
         symbols alike, so the model reads on them); `res.split_cases` counts the queries split."""
         q = _CaseQuery(self, k, active, n)
-        remote = _remote_executor()  # `--executor ray`: the cases go to the cluster
+        # `--executor ray`: the cases go to the cluster; a design that overrides transitions (code,
+        # not data: `describe_query`) keeps them here
+        remote = _remote_executor() if not self.system.design.overrides else None
         parallel = remote is not None or (self.workers > 1 and _can_fork())
         spread = self._settle_remote if remote is not None else self._settle_parallel
 
@@ -757,6 +759,7 @@ class KInduction:
         waiting = deque(cases)
         flying: dict[Any, tuple[tuple[int, ...], str, float]] = {}  # reference -> (path, key, sent at)
         settled = 0
+        t0, waited0 = time.monotonic(), ex.waited_s
 
         def tell(path: tuple[int, ...], what: str) -> None:
             alive = ex.alive()
@@ -797,8 +800,9 @@ class KInduction:
                     if out["answer"] == "refused":
                         return unsettled(path, out["why"])
                     answer, how = out["answer"], out["how"]
-                    ex.note(config=cfg, k=q.k, candidate=q.n, path=list(path), answer=answer, how=how,
-                            solve_s=out["seconds"], round_trip_s=round(time.monotonic() - sent, 3), worker=out["worker"])
+                    ex.note(kind="case", config=cfg, k=q.k, candidate=q.n, path=list(path), answer=answer, how=how,
+                            solve_s=out["seconds"], build_s=out["build_s"], round_trip_s=round(time.monotonic() - sent, 3),
+                            worker=out["worker"])
                     res.queries += 1
                     res.local += how == "local"
                     q.note(path, answer)
@@ -824,6 +828,9 @@ class KInduction:
         finally:
             ex.cancel(list(flying))  # a sat case, an error or an interrupt: the rest is not needed
             NOW.cases = None
+            # the phase's wall time and the driver's share of it (not waiting for answers): bench/scale.py
+            ex.note(kind="phase", config=cfg, k=q.k, candidate=q.n, seconds=round(time.monotonic() - t0, 3),
+                    driver_s=round(time.monotonic() - t0 - (ex.waited_s - waited0), 3))
 
     def _cti(self, m: Any, params: Params, states: list[State]) -> Trace:
         """The CTI as a trace; each step's choices are read from the model and the step is re-run
@@ -1114,6 +1121,7 @@ def ask_remote_case(desc: dict[str, Any]) -> dict[str, Any]:
 
     qid = repr(sorted((k, repr(v)) for k, v in desc.items() if k not in ("path", "digest")))
     q = _REMOTE_QUERIES.get(qid)
+    t0 = time.perf_counter()
     if q is None:
         cfg = CONFIGS[desc["config"]] if isinstance(desc["config"], str) else desc["config"]
         dd = desc["design"]
@@ -1128,6 +1136,7 @@ def ask_remote_case(desc: dict[str, Any]) -> dict[str, Any]:
     path = tuple(desc["path"])
     worker = f"{socket.gethostname()}:{os.getpid()}"
     mine = q.key(path)
+    built = time.perf_counter() - t0  # this worker's encoding of the query (once per candidate) and its digest
     if mine != desc["digest"]:
         return {"answer": "refused", "worker": worker,
                 "why": f"Ray worker {worker} refused case {list(path)} of {desc['candidate']}: its query digest {mine[:12]} "
@@ -1135,7 +1144,8 @@ def ask_remote_case(desc: dict[str, Any]) -> dict[str, Any]:
                        f"{z3.get_full_version()}); install the driver's on every node"}
     t0 = time.perf_counter()
     r, _m = q.ask(path)
-    return {"answer": str(r), "how": _how(q), "seconds": round(time.perf_counter() - t0, 3), "worker": worker}
+    return {"answer": str(r), "how": _how(q), "seconds": round(time.perf_counter() - t0, 3), "build_s": round(built, 3),
+            "worker": worker}
 
 
 def false_lemmas(system: System, trace: Trace) -> list[str]:

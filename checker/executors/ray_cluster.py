@@ -42,6 +42,7 @@ class RayExecutor:
         self.pid = os.getpid()  # the driver (a fork of it must not use its connection)
         self._remote: dict[tuple[Callable[..., Any], int], Any] = {}
         self.submitted = 0
+        self.waited_s = 0.0  # time the driver spent in `wait` (the rest of a phase is its own work)
         self.log: list[dict[str, Any]] = []  # per finished task: what the callers recorded (bench/scale.py)
 
     # -- the cluster ------------------------------------------------------------------------------------
@@ -111,7 +112,11 @@ class RayExecutor:
 
         if not refs:
             return []
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s, fetch_local=True)
+        t0 = time.monotonic()
+        try:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s, fetch_local=True)
+        finally:
+            self.waited_s += time.monotonic() - t0
         return ready
 
     def result(self, ref: Any) -> tuple[str, Any]:

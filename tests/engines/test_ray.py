@@ -90,7 +90,7 @@ def test_a_proof_on_ray_matches_local(on_ray: Any, local_proof: tuple[Any, set[s
     ref, ref_keys = local_proof
     res = _prove(PROVED, tmp_path / "ray")
     assert res.proved == ref.proved and res.dropped == ref.dropped == {}, res
-    assert on_ray.log and all(r["worker"] for r in on_ray.log), "the cases were answered by Ray workers"
+    assert on_ray.log and all(r["worker"] for r in on_ray.log if r["kind"] == "case"), "the cases were answered by Ray workers"
     assert len(set(on_ray.sent)) == len(on_ray.sent), "no case dispatched twice"
     assert _settled(tmp_path / "ray") == ref_keys, "the driver recorded the same settled cases as the local workers"
     # resumed from the proof cache: every case settled there, nothing is sent
@@ -104,11 +104,12 @@ def test_a_refuted_candidate_on_ray(on_ray: Any, tmp_path: Path) -> None:
     (on the local workers the same candidate is dropped the same way: tests/engines/test_induction.py)."""
     res = _prove(REFUTED, tmp_path / "ray")
     assert res.proved == [] and set(res.dropped) == {REFUTED} and "fails the step case" in res.dropped[REFUTED], res
-    assert REFUTED in res.ctis and any(r["answer"] == "sat" for r in on_ray.log), res
+    assert REFUTED in res.ctis and any(r.get("answer") == "sat" for r in on_ray.log), res
 
 
 def _kill_a_case_worker(killed: list[int], stop: threading.Event, times: int = 1) -> None:
-    """SIGKILL the Ray worker processes running a case (`ray::ask_remote_case`), `times` of them."""
+    """SIGKILL the Ray worker processes running a case (`ray::ask_remote_case`, Ray's process title
+    while the task runs), `times` of them."""
     while not stop.is_set() and len(killed) < times:
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or int(pid) in killed:
@@ -143,15 +144,16 @@ def test_a_killed_worker_changes_nothing(on_ray: Any, local_proof: tuple[Any, se
     res, killed = _with_killer(1, lambda: _prove(PROVED, tmp_path / "ray"))
     assert len(killed) == 1, "a worker was killed while it asked a case"
     assert res.proved == [PROVED] and res.dropped == {} and not res.why_unknown, res
-    assert len(set(on_ray.sent)) == len(on_ray.sent) == len(on_ray.log), "each case dispatched once, answered once"
+    assert len(set(on_ray.sent)) == len(on_ray.sent) == len([r for r in on_ray.log if r["kind"] == "case"]), "each case dispatched once, answered once"
     assert _settled(tmp_path / "ray") == ref_keys, "no settled case lost"
-    assert killed[0] not in {int(r["worker"].rsplit(":", 1)[1]) for r in on_ray.log}, "the killed run answered nothing"
 
 
 def test_a_case_that_keeps_killing_workers_is_unknown(on_ray: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ray_cluster, "RETRIES", 0)  # one death is every run it gets
-    res, killed = _with_killer(1, lambda: _prove(PROVED, tmp_path / "ray"))
-    assert len(killed) == 1
+    # (a worker killed just after its answer, before it shows idle, dies for no case: kill until one
+    # dies mid-case, which ends the candidate's phase)
+    res, killed = _with_killer(50, lambda: _prove(PROVED, tmp_path / "ray"))
+    assert killed
     assert res.proved == [] and PROVED in res.dropped, res
     assert "killed its worker" in res.why_unknown[PROVED] and "(not proved)" in res.dropped[PROVED], res.dropped
 
