@@ -1,11 +1,13 @@
-"""Patch of `add_chunked_req`: `swa_reserve.py`, and the chunk never deferred (BROKEN).
+"""Patch of `add_chunked_req`: `swa_reserve.py`, with the SWA cut charged for the window only (BROKEN).
 
 A further step from swa_reserve.py, with a reason: since #23174 a chunk the SWA budget cannot hold
-is deferred, and a deferred chunked request can wait behind the decode batch pass after pass. So:
-never defer it; hold alloc_extend's page back as before, but always prefill at least one page.
-When the SWA pool is exhausted that one page is not there: the extend batch fails on the SWA pool
-(`no_prefill_oom`), #23174's bug through another door. docs/patches.md shows the review that
-finds it.
+is cut or deferred, and a deferred chunked request can wait behind the decode batch pass after pass.
+But the SWA pool keeps only the last W tokens of a request, so (the reasoning goes) a chunk needs SWA
+room for at most W tokens and alloc_extend's page: cut the chunk only when even that does not fit,
+and then never below one page. The reasoning is wrong: the out-of-window slots are freed after the
+chunk has run, while alloc_extend takes SWA slots for the whole chunk first. A chunk longer than
+the SWA room left fails on the SWA pool (`no_prefill_oom`), #23174's bug through another door.
+docs/patches.md shows the review that finds it.
 
 Models SGLang's managers/schedule_policy.py::PrefillAdder.add_chunked_req (python/sglang/srt/).
 Frame: it may change only modifies=().
@@ -32,8 +34,11 @@ def replacement(x: Ctx, s: State, ad: Adder, r: int) -> tuple[Adder, Any]:
             reserve = 0  # the whole rest fits with alloc_extend's page: the SWA budget does not cut it
         else:
             reserve = ps  # #23174's page
-        # proposed: never defer the chunked request; it gets at least one page per pass
-        budget = max(min(budget, swa_left - reserve), ps)
+        # proposed: never defer the chunked request. The SWA pool keeps only the window, so the chunk
+        # needs SWA room for at most W tokens (and the page); cut it only when even that does not fit
+        window_need = min(extend, x.p.sliding_window_size) + ps
+        if window_need > swa_left:
+            budget = max(min(budget, swa_left - reserve), ps)
     if deferred:
         return ad, True
     if budget <= 0:
