@@ -17,10 +17,11 @@ steps; it is not a proof (a longer prefix or loop may exist). `vacuous`: the tri
 reachable within the bound.
 
 A found lasso's numbers are made small by z3 rounds (`obj < best`, pools first, then lengths, then
-knobs, the choices left free: the smallest pools at which a lasso of that length exists), then
-re-run through the concrete model (checker/traces/trace.py, `run_concrete`), and the concrete lasso
-is checked again by `check_lasso` (the same predicates, interpreted concretely): a lasso the
-concrete model does not close is an encoding bug, never reported.
+knobs; the schedule's choices pinned, or free with `deep`: then the rounds show the smallest pools
+at which a lasso of that length exists) and a concrete shrink (`shrink_lasso`), re-run through the
+concrete model (checker/traces/trace.py, `run_concrete`), and the concrete lasso is checked again
+by `check_lasso` (the same predicates, interpreted concretely): a lasso the concrete model does not
+close is an encoding bug, never reported.
 
 Fair cycles in the explicit engine's graph (checker/engines/explicit.py, `fair_cycles`): the
 reachable (point, state) graph, restricted to states where Q fails and the loop-state assumptions
@@ -29,12 +30,13 @@ every strong-fairness pair (Emerson-Lei); a state with P that reaches one throug
 fails gives the lasso: shortest path to it, on to the component, and a cycle through a taken edge
 of each fairness pair the component can take.
 
-Bounded progress (`bounded_progress`): "from any state where the lemmas (specs/lemmas.py) and the
-loop-state assumptions hold and a request is pending, some batch runs within N iterations", as a
+Bounded progress (`bounded_progress`): "from any state where the invariants and the loop-state
+assumptions hold and a request is pending, some batch runs within N iterations", as a
 k-induction-style query over a free state (checker/engines/induction.py's `free_state` and its
-unbounded parameters): unsat proves it for every pool size, relative to the lemmas, which the
-induction engine proves inductive with the safety properties (`lemmas_inductive` asks it, Houdini
-at k=1). A counterexample is a state and N no-batch steps from it.
+unbounded parameters): unsat proves it for every pool size. The invariants are the lemmas
+(specs/lemmas.py) with `conservation` and `well_formed`, shown invariant first through the
+induction engine's own API (`proved_invariants`: its base case, then Houdini at k=1). A
+counterexample is a state and N no-batch steps from it.
 
 This engine models nothing: it drives model/system.py and reads specs/liveness.py.
 """
@@ -504,13 +506,16 @@ def _shortest_fair_cycle(c: Any, a: int, fairness: Callable[[int, int, dict[str,
     return path
 
 
+CANDIDATES = 64  # trigger states tried per component set (the nearest to a root first)
+
+
 def explicit_lassos(system: System, props: list[str], depth: int, points: list[Params] | None = None,
                     max_states: int = 200_000, time_limit_s: float = 0.0) -> dict[str, Result]:
     """Lassos in the explicit engine's reachable graph to `depth` (module docstring): per property,
-    the one with the shortest prefix plus loop among the fair components' states where the trigger
-    holds, else a trigger state that reaches a fair component through states without the response.
-    A graph cut at `depth` has fewer cycles, never a false one: `holds to depth` says no fair lasso
-    lies within the explored states."""
+    a trigger state that reaches a fair component through states without the response (or lies in
+    one), the shortest prefix plus loop among the CANDIDATES nearest such states. A graph cut at
+    `depth` has fewer cycles, never a false one: `holds to depth` says no fair lasso lies within the
+    explored states."""
     t0 = time.perf_counter()
     lps = [LIVENESS[p] for p in props]
     search = Explorer(system, ["well_formed"], points=points, max_states=max_states, time_limit_s=time_limit_s,
@@ -546,16 +551,25 @@ def explicit_lassos(system: System, props: list[str], depth: int, points: list[P
                 x, s = x_of(n), st(n)
                 return not lp.response(x, s, r) and all(bool(a.loop_state(x, s)) for a in assumptions if a.loop_state)
 
-            for comp in fair_cycles(g, keep_node, keep_edge, fairness):
-                for a in comp.nodes:
-                    if not lp.trigger(x_of(a), st(a), r):
-                        continue
-                    prefix = nx.shortest_path(g, roots[g.nodes[a]["point"]], a)
-                    cyc = _shortest_fair_cycle(comp, a, fairness)
-                    cand = (len(prefix) - 1 + len(cyc) - 1, prefix + cyc[1:], len(prefix) - 1)
-                    key = lambda b: (b[0], readable_key(search.points[g.nodes[b[1][0]]["point"]]))  # noqa: E731
-                    if best is None or key(cand) < key(best):
-                        best = cand
+            comps = fair_cycles(g, keep_node, keep_edge, fairness)
+            if not comps:
+                continue
+            comp_of = {a: c for c in comps for a in c.nodes}
+            # the trigger at i, the response false from i on: i reaches a fair component through
+            # states without the response (i itself may lie in the component: distance 0)
+            no_q = g.subgraph([n for n in g.nodes if not lp.response(x_of(n), st(n), r)])
+            dist, back = nx.multi_source_dijkstra(no_q.reverse(copy=False), set(comp_of))
+            trig = sorted((n for n in dist if lp.trigger(x_of(n), st(n), r)), key=lambda n: g.nodes[n]["depth"] + dist[n])
+            cycles: dict[int, list[int]] = {}
+            for i in trig[:CANDIDATES]:
+                a = back[i][0]  # the component state the shortest way from i leads to
+                if a not in cycles:
+                    cycles[a] = _shortest_fair_cycle(comp_of[a], a, fairness)
+                prefix = nx.shortest_path(g, roots[g.nodes[i]["point"]], i) + list(reversed(back[i]))[1:]
+                cand = (len(prefix) - 1 + len(cycles[a]) - 1, prefix + cycles[a][1:], len(prefix) - 1)
+                key = lambda b: (b[0], readable_key(search.points[g.nodes[b[1][0]]["point"]]))  # noqa: E731
+                if best is None or key(cand) < key(best):
+                    best = cand
         secs = time.perf_counter() - t0
         meta = dict(engine="explicit-lasso", liveness=True, distinct_states=search.distinct_states,
                     transitions=search.transitions, parameter_points=len(search.points), exhausted_at=search.exhausted_at,
