@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checker.traces import itf
-from checker.replay.regen import DEFAULT_DIR, build_manifest
+from checker.replay.regen import DEFAULT_DIR, FINDINGS, build_manifest
 from checker.replay.pool import REPRODUCED, fixed_design, replay_events, replay_file
 
 FILES = sorted(DEFAULT_DIR.rglob("*.itf.json"))
@@ -40,7 +40,22 @@ def test_replays_as_pinned(path: Path) -> None:
     assert t.prop == pinned["property"]
 
 
-@pytest.mark.parametrize("path", FILES, ids=_id)
+FINDING_FILES = {f"{d}/{c}/{p}.itf.json" for d, c, p in FINDINGS}
+FIXED = [f for f in FILES if _id(f) not in FINDING_FILES]
+
+
+def test_findings_are_in_the_corpus_and_have_no_fix() -> None:
+    """A finding (a preset's own violation, docs/findings.md) is checked in, and the release it names
+    has no fix to replay it against: its events violate the property on that same design."""
+    assert FINDING_FILES and FINDING_FILES <= {_id(f) for f in FILES}
+    for f in FILES:
+        if _id(f) in FINDING_FILES:
+            t = itf.read(f)
+            assert fixed_design(t).name == t.design.name
+            assert replay_events(t, fixed_design(t)).violations, _id(f)
+
+
+@pytest.mark.parametrize("path", FIXED, ids=_id)
 def test_fixed_design_does_not_violate(path: Path) -> None:
     t = itf.read(path)
     run = replay_events(t, fixed_design(t))

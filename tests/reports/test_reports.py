@@ -199,7 +199,8 @@ def test_show_bad_input_is_one_line_exit_2(tmp_path: Path, swa_trace: Path) -> N
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     r = kvmc("show", str(swa_trace), "--html", str(blocker / "r.html"))
-    assert r.returncode == 2 and "cannot write" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "is a file, not a directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert str(blocker) in r.stderr
     r = kvmc("show", str(swa_trace), "--color", "sometimes")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
