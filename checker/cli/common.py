@@ -299,6 +299,10 @@ class Heartbeat:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_ev.set()
+        # a beat already past its wait would print after the caller's last line (an interrupted run's
+        # "kvmc: interrupted by ..." must be the last line on stderr): let it finish first
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5.0)
 
 
 def fmt_s(seconds: float) -> str:

@@ -162,9 +162,19 @@ def _ownership_difference(x: Any, state: State, own: Any) -> tuple[str, Any, Any
 
 
 def _expects_violation(trace: Trace) -> bool:
+    """What the trace claims; a trace that claims nothing (no `#meta.verdict` or `expected`) is held to
+    the model's own verdict on its last state, so the pool is compared with the model either way."""
+    from model.ops import Concrete
+    from model.system import System
+    from specs.properties import PROPERTIES
+
     from checker.traces.itf import VIOLATED
 
-    return trace.meta.get("verdict") in VIOLATED or trace.meta.get("expected") == "violation"
+    v, e = trace.meta.get("verdict"), trace.meta.get("expected")
+    if v is None and e is None and trace.prop in PROPERTIES:
+        x = System(trace.cfg, trace.design).ctx(Concrete(), trace.params)
+        return not bool(PROPERTIES[trace.prop].holds(x, trace.states[-1]))
+    return v in VIOLATED or e == "violation"
 
 
 def validate(trace: Trace, file: str) -> None:
@@ -364,15 +374,25 @@ POOL_HOOKS: dict[str, Any] = {"add_chunked_req": _hook_add_chunked_req}
 
 
 # -- the same events on another design ------------------------------------------------------------
+def base_preset(name: str) -> str:
+    """The preset a design name starts from (`v0.5.13-without-x+m` -> `v0.5.13`); `current` for a
+    name that starts from none."""
+    for p in sorted(PRESETS, key=len, reverse=True):
+        if name == p or name.startswith((p + "-", p + "+")):
+            return p
+    return "current"
+
+
 def fixed_design(trace: Trace) -> Design:
-    """The `current` design the trace's fixes were turned off from. A planted mutant stays when the
-    property is about SGLang's busy check (the leak is still there and the fixed check must report
-    it: #27228), and goes otherwise (no fix flag repairs a planted leak)."""
-    cur = PRESETS["current"]
+    """The preset the trace's fixes were turned off from (`current` unless the design's name starts
+    from another). A planted mutant stays when the property is about SGLang's busy check (the leak is
+    still there and the fixed check must report it: #27228), and goes otherwise (no fix flag repairs
+    a planted leak)."""
+    base = base_preset(trace.design.name)
     keep = trace.prop in ("busy_check_sound", "busy_check_complete")
     mutants = trace.design.mutants if keep else frozenset()
-    name = "current" + "".join(f"+{m}" for m in sorted(mutants))
-    return Design(name, dict(cur.fixes), mutants)
+    name = base + "".join(f"+{m}" for m in sorted(mutants))
+    return Design(name, dict(PRESETS[base].fixes), mutants)
 
 
 @dataclass

@@ -25,20 +25,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is checker/replay/regen.py)
 DEFAULT_DIR = ROOT / "counterexamples"
 
-# (fix turned off, config, property, planted mutants): one per known SGLang bug (issue 2, acceptance 1)
-KNOWN_BUGS: list[tuple[str, str, str, tuple[str, ...]]] = [
-    ("chunked_swa_page_reserve", "hybrid_swa", "no_prefill_oom", ()),  # #23174
-    ("swa_hostload_budget", "hybrid_swa_hicache", "no_prefill_oom", ()),  # #27391
-    ("session_active", "sessions", "busy_check_sound", ()),  # #22213 / #22753
-    ("retract_tail_free", "sessions", "conservation", ()),  # #22862
-    ("swa_busy_check", "hybrid_swa", "busy_check_sound", ()),  # #21499
-    ("spec_topk_busy_check", "spec_topk", "busy_check_complete", ("verify_keeps_rejected_page",)),  # #27228
+# (fix turned off, config, property, planted mutants, base preset): one per known SGLang bug (issue
+# 2, acceptance 1). The base is `current` unless its trace must replay on a release the CI installs
+# with the fix reverted (tests/upstream/test_sched_replay.py): #23174's shortest trace on `current`
+# takes the SWA chunk-cap hatch (0.5.16+) at step 1, which 0.5.13 does not have, so its corpus trace
+# is the v0.5.13 preset's (same depth, same mechanism).
+KNOWN_BUGS: list[tuple[str, str, str, tuple[str, ...], str]] = [
+    ("chunked_swa_page_reserve", "hybrid_swa", "no_prefill_oom", (), "v0.5.13"),  # #23174
+    ("swa_hostload_budget", "hybrid_swa_hicache", "no_prefill_oom", (), "current"),  # #27391
+    ("session_active", "sessions", "busy_check_sound", (), "current"),  # #22213 / #22753
+    ("retract_tail_free", "sessions", "conservation", (), "current"),  # #22862
+    ("swa_busy_check", "hybrid_swa", "busy_check_sound", (), "current"),  # #21499
+    ("spec_topk_busy_check", "spec_topk", "busy_check_complete", ("verify_keeps_rejected_page",), "current"),  # #27228
 ]
 
 # (preset, config, property): violations of a preset itself, SGLang bugs kvmc found with no fix
 # upstream yet (docs/findings.md); their traces replay as `reproduced` with the "fixed" design too
 FINDINGS: list[tuple[str, str, str]] = [
     ("current", "hybrid_swa", "prompt_prefilled"),  # the chunk-cap hatch's second truncation (0.5.16+)
+    ("v0.5.13", "hybrid_swa", "progress"),  # #23174's deferral stalls a chunked request (a lasso)
 ]
 
 
@@ -54,7 +59,7 @@ def entry(path: Path, directory: Path) -> dict[str, Any]:
     o = replay_trace(t, "cpu", str(path))
     fd = fixed_design(t)
     ev = replay_events(t, fd)
-    off = sorted(f for f, v in t.design.fixes.items() if v is None and f in _current_on())
+    off = sorted(f for f, v in t.design.fixes.items() if v is None and fd.fixes.get(f) is not None)
     return {
         "property": t.prop,
         "config": t.cfg.name,
@@ -66,12 +71,6 @@ def entry(path: Path, directory: Path) -> dict[str, Any]:
         "fixed_design": fd.name,
         "fixed_violations": len(ev.violations),
     }
-
-
-def _current_on() -> set[str]:
-    from model.designs import PRESETS
-
-    return {f for f, v in PRESETS["current"].fixes.items() if v is not None}
 
 
 def build_manifest(directory: Path) -> dict[str, Any]:
@@ -139,14 +138,14 @@ def update(directory: Path, depth: int | None = None) -> int:
 def _update(directory: Path, depth: int | None, env: dict[str, str]) -> int:
     rc = 0
     checks: list[tuple[list[str], str, str, str]] = []
-    for fix, config, prop, mutants in KNOWN_BUGS:
+    for fix, config, prop, mutants, base in KNOWN_BUGS:
         # the README's command (all configs, the bug's property, first error), so a newcomer running
         # it rewrites the same file; the property is named because a finding on `current` itself
         # (FINDINGS) would otherwise be the first error on the same config
-        argv = ["--without", fix, "--property", prop]
+        argv = (["--design", base] if base != "current" else []) + ["--without", fix, "--property", prop]
         for m in mutants:
             argv += ["--mutant", m]
-        checks.append((argv, "current-without-" + fix + "".join("+" + m for m in mutants), config, prop))
+        checks.append((argv, f"{base}-without-" + fix + "".join("+" + m for m in mutants), config, prop))
     for preset, config, prop in FINDINGS:
         checks.append((["--design", preset, "--config", config, "--property", prop], preset, config, prop))
     for args, design, config, prop in checks:

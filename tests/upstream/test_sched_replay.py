@@ -90,7 +90,7 @@ def test_release_before_the_fix_reproduces(runs: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("design,fix", [
-    ("current-without-chunked_swa_page_reserve", "chunked_swa_page_reserve"),  # #23174
+    ("v0.5.13-without-chunked_swa_page_reserve", "chunked_swa_page_reserve"),  # #23174 (regen.py: on v0.5.13)
     ("current-without-retract_tail_free", "retract_tail_free"),  # #22862
     ("current-without-session_active", "session_active"),  # #22213 / #22753
 ])
@@ -129,7 +129,7 @@ def test_ledger_on_real_objects_catches_the_22862_leak_sglangs_check_misses(runs
 def test_first_divergence_is_named_side_by_side(runs: dict[str, Any]) -> None:
     """#23174's trace on 0.5.10.post1: the release predates the SWA budget split (#22597), admits
     nothing in step 1, and the replay says where and how it departs."""
-    o = _by_fix(runs["old"])[("current-without-chunked_swa_page_reserve", ())]
+    o = _by_fix(runs["old"])[("v0.5.13-without-chunked_swa_page_reserve", ())]
     assert (o["status"], o["step"]) == (sr.DIVERGED, 1)
     assert any("model=" in d and "sglang=" in d for d in o["detail"])
     text = sr.report(runs["old"])

@@ -232,6 +232,9 @@ def replay(trace: Any, mode: str, label: str) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a release the adapter cannot build is an error outcome, not a crash
         return _outcome(ERROR, message=f"{label}: cannot build the scheduler: {type(e).__name__}: {e}",
                         detail=traceback.format_exc(limit=8).splitlines()[-12:])
+    if trace.loop is not None and mode != "reproduce":
+        return _outcome(NOT_REPLAYABLE, message="a liveness lasso replays only where the release has its mechanism "
+                                                "(reproduce); a fixed release has no events-only check for a loop")
     if mode == "reproduce":
         out = _reproduce(trace, h, label)
     else:
@@ -246,6 +249,11 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
     from .ledger import real_ledger
 
     x = _model_ctx(trace)
+    lasso = trace if trace.loop is not None else None
+    if lasso is not None:  # its loop runs LOOP_REPEATS more times, every state compared (as on the pool)
+        from checker.engines.liveness import LOOP_REPEATS, unroll
+
+        trace = unroll(lasso, LOOP_REPEATS)
     table: list[str] = []
     step = 0
     try:
@@ -284,6 +292,10 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
                         detail=traceback.format_exc(limit=10).splitlines()[-14:])
     n = len(trace.steps)
     prop = trace.prop
+    if lasso is not None:  # every pass through the loop ended in the loop's first state on SGLang too
+        return _outcome(REPRODUCED, steps=n, table=table,
+                        message=f"{prop} violated on SGLang {label}: the loop (steps {lasso.loop + 1}..{lasso.depth}) ran "
+                                f"{LOOP_REPEATS + 1} times, state {lasso.loop} recurring after each")
     if prop is None:
         return _outcome(PASSED, steps=n, table=table, message="no property recorded; every state matched")
     bad = violated(h, prop, led)

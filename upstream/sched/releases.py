@@ -61,16 +61,17 @@ def has_fix(version: str, fix: str) -> bool:
 
 
 def fixes_off(design: Design) -> list[str]:
-    """The fixes `current` has and the trace's design turned off. A design named like
-    `current-without-X[-without-Y][+mutant]` (`Design.describe_change`) says which; for any other
-    design, every fix `current` has and the design lacks. (A trace read back lists every fix
-    flag kvmc has today, a flag added after it was written as off: its name is the record.)"""
-    cur = PRESETS["current"]
+    """The fixes the trace's design turned off. A design named like `P-without-X[-without-Y][+mutant]`
+    for a preset P (`Design.describe_change`) says which; for any other design, every fix `current`
+    has and the design lacks. (A trace read back lists every fix flag kvmc has today, a flag added
+    after it was written as off: its name is the record.)"""
     name = design.name.split("+")[0]
-    if name.startswith("current-without-"):
-        named = [f for f in name[len("current"):].split("-without-") if f]
-        if all(f in FIXES for f in named):
-            return named
+    for p in sorted(PRESETS, key=len, reverse=True):
+        if name.startswith(p + "-without-"):
+            named = [f for f in name[len(p):].split("-without-") if f]
+            if all(f in FIXES for f in named):
+                return named
+    cur = PRESETS["current"]
     return [f for f in FIXES if cur.fixes.get(f) is not None and design.fixes.get(f) is None]
 
 
