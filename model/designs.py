@@ -296,6 +296,16 @@ FIXES: dict[str, Fix] = {
             off="a failed load-back admits with the device prefix's extend under the gates passed with the host hit",
         ),
         Fix(
+            "admission_gates_under_lock",
+            39283,
+            "",
+            "v0.5.20",
+            "add_one_req runs its SWA and input gates only under the temporary lock (_select_prefill_admission, #39283; "
+            "the pre-lock total gate went in v0.5.21's PrefillBudget, #36729, which changes no verdict): a request that "
+            "passes the token gates before the lock but not under it is NO_TOKEN even when the input gate would refuse it",
+            off="the total, SWA and input gates run before the lock too: a request the input gate refuses there is OTHER",
+        ),
+        Fix(
             "pass_budget_break",
             0,
             "",
@@ -431,6 +441,7 @@ _V0520 = {
     "swa_segment_lock": "on",  # #36848
     "busy_check_chunked_req": "on",  # #37502
     "load_back_reselect": "on",  # #39283
+    "admission_gates_under_lock": "on",  # #39283
     "prompt_boundary_split": "on",
     "swa_req_ring": "on",
 }

@@ -58,8 +58,12 @@ ENV = {
     # interval can be 1 (W = 1, page 1), where the condition never holds and the choice could not
     # be forced either way: an interval of at least 2 lets forcing.py choose
     "SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER": "2",
+    # 0.5.18+ frees the window once this many tokens slid out: 1, so that it frees whenever the
+    # model's `_evict_swa` would move E and forcing.py decides by `decode_batch_idx`
+    "SGLANG_SWA_EVICTION_INTERVAL": "1",
 }
 RETRACT_INTERVAL = 2  # SGLANG_TEST_RETRACT_INTERVAL as forcing.py drives forward_ct
+EAGER_ADMISSION = os.environ.get("KVMC_SGLANG_EAGER_ADMISSION") == "1"  # a diagnostic: RealScheduler._eager_admission
 HICACHE_RATIO = 4.0  # host pool = 4x the device pool: the model's host tier is unbounded
 
 _SETUP: dict[str, Any] = {}
@@ -192,7 +196,7 @@ class _NoModelWorker:
             full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, is_hybrid_swa=hybrid,
             sliding_window_size=window, canary_manager=None, attn_backend=None, lora_manager=None,
             hybrid_linear_config=None, kimi_linear_config=None, mambaish_config=None, model=None,
-            mtp_draft_device_pools=None, prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
+            mtp_draft_device_pools=(), prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
             weight_load_mem_usage=0,
             token_to_kv_pool=getattr(alloc, "_kvcache", None), hisparse_coordinator=None, linear_attn_model_spec=None,
         )
@@ -269,6 +273,7 @@ class RealScheduler:
         self.last_batch: Any = None
         self.pre_status: list[int] = []
         self.failed_reqs: list[Any] = []  # the requests of the batch whose allocation failed
+        self.prefill_skipped = ""  # why SGLang ran no prefill this iteration, where kvmc does not model it
         self.last_mode = "none"  # the batch the last completed iteration ran (model's last_batch)
         self.slots = [Slot(r) for r in range(cfg.num_reqs)]
         self.sink_tok, self.sink_detok = _Sink(), _Sink()
@@ -378,12 +383,13 @@ class RealScheduler:
     def _pin_ratio(self) -> None:
         sch = self.sch
         tracker = getattr(sch, "new_token_ratio_tracker", None)
-        if tracker is not None:
-            for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio"):
+        if tracker is not None:  # 0.5.13+: NewTokenRatioTracker(init, min, decay, current), a slots dataclass
+            for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio", "init", "min", "current"):
                 if hasattr(tracker, a):
                     setattr(tracker, a, self.ratio)
-            if hasattr(tracker, "new_token_ratio_decay"):
-                tracker.new_token_ratio_decay = 0.0
+            for a in ("new_token_ratio_decay", "decay"):
+                if hasattr(tracker, a):
+                    setattr(tracker, a, 0.0)
         for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio"):
             setattr(sch, a, self.ratio)
         sch.new_token_ratio_decay = 0.0
@@ -495,12 +501,20 @@ class RealScheduler:
             for r, rid in turns:
                 self.slots[r].req = self._find_req(rid)
                 self.slots[r].reqs.append(self.slots[r].req)
+            self.forcing.order_queue()
             from .abstraction import status
 
             # where each request is before the batch is built: a request in a batch whose
             # allocation fails is in no queue afterwards, and the model keeps it where it was
             self.pre_status = [status(self, sl) for sl in self.slots]
+            rb = sch.running_batch
+            if EAGER_ADMISSION:
+                self._eager_admission()
+            full_before = bool(getattr(rb, "batch_is_full", False))
+            finished_before = sum(1 for q in rb.reqs if q.finished())
+            waiting_before = len(sch.waiting_queue)
             batch = self._next_batch()
+            self.prefill_skipped = _why_no_prefill(self, batch, full_before, finished_before, waiting_before)
             if batch:
                 result = self._run_batch(batch)
                 sch.process_batch_result(batch, result)
@@ -515,12 +529,33 @@ class RealScheduler:
             return
         finally:
             self.forcing.after_step()
+        if self.cfg.hicache:
+            self._ack_write_through()
         if not batch:  # the event loop's idle housekeeping, with its memory check (strict: a leak raises)
             self.idle = self._check(getattr(sch, "self_check_during_idle", None) or sch.on_idle)
         sch.last_batch = batch
         self.last_batch = batch
         self.last_mode = "none" if not batch else ("extend" if batch.forward_mode.is_extend() else "decode")
         self.busy = self._busy_check()
+
+    def _ack_write_through(self) -> None:
+        """A HiCache write-through locks its node until SGLang acknowledges the copy, at the start
+        of the next pass (`check_hicache_events` -> `writing_check`); the model has no such lock
+        (the copy is done within the iteration). SGLang's own `writing_check` runs here, at the
+        end of the iteration, before the checks read the counters (the busy check sums evictable
+        and protected either way)."""
+        self.inner_tree.writing_check()
+
+    def _eager_admission(self) -> None:
+        """Diagnostic only ($KVMC_SGLANG_EAGER_ADMISSION=1, bench/sglang_walks.py --eager-admission):
+        admission as the model has it, every pass. Clears `running_batch.batch_is_full` and filters
+        finished requests out of the running batch (SGLang's own `filter_batch`, one pass earlier
+        than update_running_batch would), so a walk can be compared past the abstraction."""
+        rb = self.sch.running_batch
+        if hasattr(rb, "batch_is_full"):
+            rb.batch_is_full = False
+        if any(q.finished() for q in rb.reqs):
+            rb.filter_batch()
 
     def _next_batch(self) -> Any:
         """`get_next_batch_to_run`; from 0.5.18 it takes the running and last batch and returns a
@@ -647,6 +682,23 @@ def _make(cls: Any, **kw: Any) -> Any:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:240]
+
+
+def _why_no_prefill(h: RealScheduler, batch: Any, full_before: bool, finished_before: int, waiting_before: int) -> str:
+    """Why no prefill ran although a request waited, when the reason is scheduler state kvmc does
+    not model (docs/releases.md, `batch_is_full`): the flag a NO_TOKEN verdict or a full row budget
+    set in an earlier pass (kept across passes except with hybrid SWA), or finished requests that
+    stay in the running batch until update_running_batch filters them and still count against
+    max_running_requests. Empty when a prefill ran or nobody waited. Only names the cause; the
+    replay still compares the states."""
+    if waiting_before == 0 or (batch and batch.forward_mode.is_extend()) or h.sch.chunked_req is not None:
+        return ""
+    if full_before and not h.hybrid:
+        return "running_batch.batch_is_full (set by an earlier pass) skipped admission"
+    if finished_before and finished_before + len(h.sch.running_batch.reqs) >= h.p.req_pool_size:
+        return (f"{finished_before} finished request(s) still in the running batch counted against "
+                "max_running_requests (batch_is_full set)")
+    return ""
 
 
 def _failing_batch_reqs(e: BaseException) -> list[Any]:
