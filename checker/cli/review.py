@@ -244,6 +244,9 @@ def run_jobs(jobs: list[Job], n: int, progress: Any = None) -> list[dict[str, An
         return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize, j.without_lemmas)
 
     todo = [j for j in jobs if key(j) not in _MEMO]
+    if progress is not None:  # the tracker counts every job: a reused one is done at once
+        for j in {key(j): j for j in jobs if key(j) in _MEMO}.values():
+            progress.finished(job_label(j), _summary(_MEMO[key(j)]) + " (already checked in this process)")
     try:
         ran = _pool_run(todo, n, progress)
     except interrupt.Interrupted as e:  # report the finished ones with their sides, as below

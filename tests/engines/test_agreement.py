@@ -31,6 +31,11 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "spec_topk": (dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4)), 2),
     "small3": (dict(full_tokens=(5, 5), input_len=(2, 2), max_new_tokens=(1, 2), warm_len=(1, 1)), 2),
     "pressure": (dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(3, 5)), 2),
+    "hybrid_swa_page4": (dict(full_tokens=(16, 16), swa_tokens=(8, 8), sliding_window_size=(5, 5), chunked_prefill_size=(4, 4),
+                              input_len=(5, 6), max_new_tokens=(1, 1), max_prefill_tokens=(16, 16)), 2),
+    "spec_v2": (dict(full_tokens=(24, 24), input_len=(1, 2), max_new_tokens=(2, 2), max_prefill_tokens=(32, 32)), 2),
+    "swa_ring": (dict(full_tokens=(16, 16), input_len=(3, 3), max_new_tokens=(1, 2), chunked_prefill_size=(2, 2),
+                      req_pool_size=(1, 2), max_prefill_tokens=(16, 16)), 2),
 }
 
 CASES = [(c, group) for c in CONFIGS for group in equivalent_designs(CONFIGS[c])]

@@ -52,3 +52,16 @@ def test_hicache_counterexample_reproduces_before_the_fix() -> None:
     o = res["outcomes"][0]
     assert o["status"] == sr.REPRODUCED, sr.line(o)
     assert "SGLang raised: Out of memory" in o["table"][-1] and "ledger on SGLang's objects: exact" in o["table"][-1]
+
+
+def test_chunk_cap_finding_reproduces_on_0_5_18_and_not_before_the_hatch() -> None:
+    """docs/findings.md #1: on 0.5.18's own scheduler both waiting requests are truncated by the SWA
+    chunk-cap hatch in one PrefillAdder pass, the adder keeps only the second as new_chunked_req, and
+    the first runs decode with a prefill cut short (kv_committed_len below its fill). 0.5.13 has no
+    hatch: it admits neither, and the replay departs from the trace at step 1."""
+    f = next(f for f in corpus_files() if f.endswith("current/hybrid_swa/prompt_prefilled.itf.json"))
+    o = sr.replay("0.5.18", [f], root=_root_with("0.5.18"))["outcomes"][0]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "prompt_prefilled violated on SGLang 0.5.18 at step 1" in sr.line(o), sr.line(o)
+    old = sr.replay("0.5.13", [f], root=_root_with("0.5.13"))["outcomes"][0]
+    assert (old["status"], old["step"]) == (sr.DIVERGED, 1), sr.line(old)

@@ -33,6 +33,7 @@ from model.state import (
     OOM_NONE,
     OOM_PREFILL,
     OOM_REQ_SLOTS,
+    RUNNING,
     WAITING,
     State,
 )
@@ -123,7 +124,22 @@ def violated(h: Any, prop: str, led: Any) -> bool:
         return ran and not led.pools_ok and not fired
     if prop == "well_formed":
         return False
+    if prop == "prompt_prefilled":  # a request past its prefill holds the KV of all of its fill but one token
+        return any(_prefill_cut_short(h, sl) for sl in h.slots)
     raise KeyError(f"unknown property {prop!r}")
+
+
+def _prefill_cut_short(h: Any, sl: Any) -> bool:
+    from .abstraction import req_len, status
+
+    req = sl.req
+    if req is None:
+        return False
+    st = status(h, sl)
+    lb = h.last_batch
+    just_done = (st == FINISHED and lb is not None and lb.forward_mode.is_extend() and any(q is req for q in lb.reqs))
+    fill = len(req.origin_input_ids) + len(req.output_ids)
+    return (st == RUNNING or just_done) and req_len(req, "kv_committed_len") != fill - 1
 
 
 def _model_ctx(trace: Any) -> Any:
