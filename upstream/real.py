@@ -541,6 +541,8 @@ def path_lengths(tree: Any, tokens: list[int]) -> tuple[int, ...]:
             if sum(out) != len(tokens):
                 raise RuntimeError(f"scenario setup: the tree holds {sum(out)} of the {len(tokens)} warm tokens ({out=})")
             return out
+        if hasattr(core, "get_component_device_value") and hasattr(core, "_binding"):
+            return _rust_path_lengths(core, node, len(tokens))
         node = core.node_by_id(node)
     root = core.root_node
     out = []
@@ -550,6 +552,37 @@ def path_lengths(tree: Any, tokens: list[int]) -> tuple[int, ...]:
     if sum(out) != len(tokens):
         raise RuntimeError(f"scenario setup: the tree holds {sum(out)} of the {len(tokens)} warm tokens ({out=})")
     return tuple(reversed(out))
+
+
+def _rust_path_lengths(core: Any, leaf: int, n: int) -> tuple[int, ...]:
+    """`path_lengths` on 0.5.21's Rust tree core (the default backend there), which has neither
+    `node_by_id` nor `collect_path_info` (0.5.22): the path's Full indices root first
+    (`collect_full_device_indices(leaf, root)`), then each live node handle whose Full value is a
+    contiguous slice of them is a node of the path. Handles are never re-minted and the harness
+    asks this only of a fresh tree, so a short scan of handles finds them all."""
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+    root = core.root_node_handle()
+    path = [int(i) for i in core.collect_full_device_indices(leaf, root).tolist()]
+    pos = {v: k for k, v in enumerate(path)}
+    spans, misses, h = [], 0, 0
+    while misses < 64:
+        h += 1
+        try:
+            val = core.get_component_device_value(h, ComponentType.FULL)
+        except KeyError:  # no node with this handle (never minted, or deleted)
+            misses += 1
+            continue
+        misses = 0
+        if h == root or val is None or len(val) == 0:
+            continue
+        vals = [int(i) for i in val.tolist()]
+        if vals[0] in pos and vals == path[pos[vals[0]]: pos[vals[0]] + len(vals)]:
+            spans.append((pos[vals[0]], len(vals)))
+    out = tuple(k for _s, k in sorted(spans))
+    if sum(out) != n or len(path) != n:
+        raise RuntimeError(f"scenario setup: the tree holds {sum(out)} of the {n} warm tokens ({out=}, {len(path)=})")
+    return out
 
 
 def free_row(alloc: Any, idx: Any, swa_from: int) -> None:
