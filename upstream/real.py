@@ -420,6 +420,11 @@ def release_kv_cache(req: Any, tree: Any, page_size: int) -> None:
         pass
     import inspect
 
+    if getattr(req, "finished_reason", None) is None:
+        # the scheduler releases a request once check_finished set its reason; 0.5.22's
+        # checkpoint_into_tree reads req.finished() to choose between a finish and a stash (a stash
+        # frees out-of-window SWA slots first), so a release of an unfinished request is a stash
+        req.finished_reason = setup()["sb"].FINISH_LENGTH(length=int(req.sampling_params.max_new_tokens or 0))
     if "checkpoint" in inspect.signature(release).parameters:  # 0.5.22+: the tree keeps what it can key
         release(req, tree, checkpoint=True)
     else:
