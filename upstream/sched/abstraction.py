@@ -219,6 +219,15 @@ def counters(h: Any) -> dict[str, tuple[int, int]]:
     return {"full_evictable_size": (c[0], fe), "full_protected_size": (c[1], fp)}
 
 
+def row_idx(obj: Any) -> Any:
+    """A request's (or session slot's) ReqToTokenPool row: on the object up to 0.5.18, on its
+    `kv` record (`ReqKvInfo`, always present) from 0.5.19; None when it holds no row."""
+    if hasattr(obj, "req_pool_idx"):
+        return obj.req_pool_idx
+    kv = getattr(obj, "kv", None)
+    return None if kv is None else kv.req_pool_idx
+
+
 def req_len(req: Any, name: str) -> int:
     """A request's length field: on the Req up to 0.5.15, on `req.kv` (ReqKvInfo; None once the
     KV is released) from 0.5.16 for some of them."""
@@ -254,9 +263,21 @@ def status(h: Any, sl: Any) -> int:
 
 
 def _sessions(h: Any) -> dict[str, Any]:
+    """Session id -> SessionSlot: the wrapping SessionAwareCache / StreamingSession's `slots`, or,
+    from 0.5.19 where UnifiedRadixCache composes the streaming session, `tree.session.slots`."""
     t = h.tree
     slots = getattr(t, "slots", None)
+    if not isinstance(slots, dict):
+        slots = getattr(getattr(t, "session", None), "slots", None)
     return slots if isinstance(slots, dict) else {}
+
+
+def slot_holds_kv(slot: Any) -> bool:
+    """`SessionSlot.is_holding_kv` (up to 0.5.18: its record is not None); from 0.5.19 the slot
+    always has a record and `slot.kv.holds_kv` says whether it holds a row."""
+    if hasattr(slot, "is_holding_kv"):
+        return bool(slot.is_holding_kv)
+    return bool(slot.kv.holds_kv)
 
 
 def failed_rows(h: Any) -> list[int]:
@@ -270,8 +291,8 @@ def failed_rows(h: Any) -> list[int]:
     for sl in h.slots:
         q = sl.req
         if q is not None and any(q is f for f in h.failed_reqs) and pre.get(sl.r) in (NEW, WAITING) \
-                and q.req_pool_idx is not None:
-            out.append(int(q.req_pool_idx))
+                and row_idx(q) is not None:
+            out.append(int(row_idx(q)))
     return out
 
 
@@ -343,8 +364,8 @@ def to_state(h: Any) -> State:
     lb = h.last_batch
     extend_ran = lb is not None and lb.forward_mode.is_extend()
     sessions = _sessions(h)
-    live_rows = {sl.req.req_pool_idx for sl, st in zip(h.slots, stats)
-                 if sl.req is not None and st in (WAITING, RUNNING, CHUNKED) and sl.req.req_pool_idx is not None}
+    live_rows = {row_idx(sl.req) for sl, st in zip(h.slots, stats)
+                 if sl.req is not None and st in (WAITING, RUNNING, CHUNKED) and row_idx(sl.req) is not None}
 
     def req_field(sl: Any, name: str) -> int:
         return 0 if sl.req is None else req_len(sl.req, name)
@@ -379,7 +400,7 @@ def to_state(h: Any) -> State:
 
     def slot_holding(i: int) -> bool:
         s = slot_objs[i]
-        return s is not None and bool(s.is_holding_kv)
+        return s is not None and slot_holds_kv(s)
 
     def slot_active(i: int) -> bool:
         s = slot_objs[i]
@@ -387,7 +408,7 @@ def to_state(h: Any) -> State:
             return False
         if hasattr(s, "is_active"):
             return bool(s.is_active)
-        return s.req_pool_idx is not None and s.req_pool_idx in live_rows
+        return row_idx(s) is not None and row_idx(s) in live_rows
 
     def slot_last(i: int) -> int:
         s = slot_objs[i]

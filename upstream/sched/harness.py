@@ -612,7 +612,9 @@ class RealScheduler:
         s = setup()
         reqs = getattr(batch, "reqs", None)
         if reqs is None:
-            by_row = {sl.req.req_pool_idx: sl.req for sl in self.slots if sl.req is not None}
+            from .abstraction import row_idx
+
+            by_row = {row_idx(sl.req): sl.req for sl in self.slots if sl.req is not None}
             reqs = [by_row[int(i)] for i in batch.req_pool_indices.tolist()]
         ids = [token(self.cfg, self.p, self.slot_of_req(q), len(q.origin_input_ids) + len(q.output_ids)) for q in reqs]
         return s["utils"].GenerationBatchResult(logits_output=None, next_token_ids=torch.tensor(ids, dtype=torch.int64),
@@ -803,7 +805,10 @@ def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
         setattr(sch, g, None)
     sch.pad_input_ids_func = None
     gsa = s["sa_mod"].get_global_server_args()
-    gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
+    try:
+        gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
+    except AttributeError:  # 0.5.19+: resolved server args are read-only (the runtime context below)
+        pass
     sch.min_free_slots_delayer = None  # 0.5.18: only DFlash or --min-free-slots-delay build one
     try:  # 0.5.18 keeps the micro-batch size in its runtime context, as init_model_worker overrides it
         rc = importlib.import_module("sglang.srt.runtime_context")
@@ -889,7 +894,8 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     except ImportError:
         ng = None
     if ng is not None:
-        worker.model_runner.ngram_embedding_manager = ng.NgramEmbeddingManager.from_model(
+        worker.model_runner.ngram_embedding_manager = _make(  # 0.5.19 drops server_args
+            ng.NgramEmbeddingManager.from_model,
             model=None, model_config=facts, req_to_token_pool=h.req_to_token_pool, server_args=sa,
             max_running_requests=h.p.req_pool_size, device="cpu")
     res = s["kvb"].build_kv_cache(
@@ -929,6 +935,8 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_pool_stats_observer()
     sch.init_invariant_checker()
     sch.init_kv_events_publisher()
+    if hasattr(sch, "init_load_publisher"):  # 0.5.19+: router-facing load reporting (a no-op off rank 0)
+        sch.init_load_publisher()
     sch.init_load_inquirer()
     sch.init_output_streamer()
     sch.init_batch_result_processor()
@@ -944,8 +952,10 @@ def _unified_hicache() -> bool:
     return hasattr(mod.UnifiedRadixCache, "init_hicache")
 
 
-def _plain_host_tensor(dims: Any, dtype: Any, device: Any, pin_memory: bool = False, allocator: Any = None) -> Any:
-    """HiCache's host buffer as a plain CPU tensor: CPU torch cannot `cudaHostRegister` (nor pin)."""
+def _plain_host_tensor(dims: Any, dtype: Any, device: Any, pin_memory: bool = False, allocator: Any = None,
+                       **_: Any) -> Any:
+    """HiCache's host buffer as a plain CPU tensor: CPU torch cannot `cudaHostRegister` (nor pin);
+    later releases' registration options (0.5.19: `registration_granularity_bytes`) mean nothing here."""
     del pin_memory, allocator
     return torch.empty(dims, dtype=dtype, device=device)
 

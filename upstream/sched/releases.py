@@ -23,7 +23,8 @@ from ..releases import release as registry_release
 
 # releases the scheduler adapters have been run on (the API families of upstream/releases.py)
 ADAPTED = {"0.5.10.post1": "monolithic", "0.5.11": "monolithic", "0.5.12.post1": "monolithic",
-           "0.5.13": "components", "0.5.17": "components", "0.5.18": "components"}
+           "0.5.13": "components", "0.5.17": "components", "0.5.18": "components", "0.5.19": "components",
+           "0.5.20": "components", "0.5.21": "components", "0.5.22": "components", "0.5.23": "components"}
 
 
 def version_key(v: str) -> tuple[int, ...]:
