@@ -773,12 +773,16 @@ def _parse_args(sch: Any, sa: Any) -> None:
     # added by later releases (0.5.18): read off the server args as the constructor does
     sch.enable_session_radix_cache = getattr(sa, "enable_session_radix_cache", False)
     sch.enable_unified_memory = getattr(sa, "enable_unified_memory", False)
+    sch.enable_unified_cache_external_linker = getattr(sa, "enable_unified_cache_external_linker", False)  # 0.5.20+
+    sch.enable_lmcache = getattr(sa, "enable_lmcache", False)  # 0.5.22+
     sch.enable_dp_attention = getattr(sa, "enable_dp_attention", False)
     envs = importlib.import_module("sglang.srt.environ").envs
     if hasattr(envs, "SGLANG_MAX_NEW_TOKENS_LIMIT"):
         sch.max_new_tokens_limit = envs.SGLANG_MAX_NEW_TOKENS_LIMIT.get()
     sch.nccl_port = 0
     sch.forward_ct = 0
+    sch.processed_tokens_counter = 0  # 0.5.20+: the HRRN policy's aging axis, set first thing in __init__
+    sch.cur_batch_for_debug = None
     sch.cur_batch = None
     del s
 
@@ -804,11 +808,11 @@ def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
     for g in ("tp_cpu_group", "attn_tp_cpu_group", "attn_cp_cpu_group", "dp_tp_cpu_group"):
         setattr(sch, g, None)
     sch.pad_input_ids_func = None
-    gsa = s["sa_mod"].get_global_server_args()
     try:
+        gsa = s["sa_mod"].get_global_server_args()
         gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
-    except AttributeError:  # 0.5.19+: resolved server args are read-only (the runtime context below)
-        pass
+    except (AttributeError, RuntimeError):  # 0.5.19: read-only server args; 0.5.20: get_global_server_args
+        pass  # retired: the runtime context below carries it
     sch.min_free_slots_delayer = None  # 0.5.18: only DFlash or --min-free-slots-delay build one
     try:  # 0.5.18 keeps the micro-batch size in its runtime context, as init_model_worker overrides it
         rc = importlib.import_module("sglang.srt.runtime_context")
@@ -909,12 +913,16 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.decode_offload_manager = None
     sch.init_running_status()
     sch.init_chunked_prefill()
+    if hasattr(sch, "maybe_init_dynamic_chunk_sizer"):  # 0.5.20+: None unless dynamic chunking is on
+        sch.maybe_init_dynamic_chunk_sizer()
     if hasattr(sch, "init_diffusion_llm"):
         sch.init_diffusion_llm()
     rep = comps.SchedulerMetricsReporter
     sch.metrics_reporter = rep(scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
                                metrics_collector_context=sch.metrics_collector_context,
                                metrics_collector=sch.metrics_collector)
+    if hasattr(sch.metrics_reporter, "scheduler_stage_metrics"):  # 0.5.20+: read by the invariant checker
+        sch.scheduler_stage_metrics = sch.metrics_reporter.scheduler_stage_metrics
     sch.init_schedule_policy()
     sch.watchdog = None
     sch.memory_saver_adapter = SimpleNamespace(enabled=False)
@@ -925,6 +933,8 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_overlap()
     sch.maybe_init_ngram_embedding()
     sch.init_deterministic_inference_config()
+    if hasattr(sch, "init_dsa_kpool_truncation_align"):  # 0.5.20+: DSA models only
+        sch.init_dsa_kpool_truncation_align()
     sch.init_weight_updater()
     sch.init_request_dispatcher()
     sch.init_lora_drainer()
