@@ -230,11 +230,18 @@ def row_idx(obj: Any) -> Any:
 
 def req_len(req: Any, name: str) -> int:
     """A request's length field: on the Req up to 0.5.15, on `req.kv` (ReqKvInfo; None once the
-    KV is released) from 0.5.16 for some of them."""
+    KV is released) from 0.5.16 for some of them; the SWA cursor `swa_evicted_seqlen` is
+    `kv.get_evicted_seqlen(ComponentType.SWA)` from 0.5.21 (`component_evicted_seqlens`)."""
     if hasattr(req, name):
         return int(getattr(req, name))
     kv = getattr(req, "kv", None)
-    return 0 if kv is None else int(getattr(kv, name))
+    if kv is None:
+        return 0
+    if name == "swa_evicted_seqlen" and not hasattr(kv, name) and hasattr(kv, "get_evicted_seqlen"):
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+        return int(kv.get_evicted_seqlen(ComponentType.SWA))
+    return int(getattr(kv, name))
 
 
 def _is_virtual(n: Any) -> bool:

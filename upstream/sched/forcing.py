@@ -61,8 +61,10 @@ class Forcing:
         self.interval = self._swa_interval()
         self.backups: dict[int, list[bool]] = {}  # request slot -> this step's write_backup picks, in order
         if h.cfg.hicache:
-            for name in ("cache_finished_req", "cache_unfinished_req"):
-                setattr(tree, name, self._backup_forced(getattr(tree, name)))
+            # the finish's insert is `cache_finished_req` up to 0.5.20, `insert_req` in 0.5.21
+            for name in ("cache_finished_req", "insert_req", "cache_unfinished_req"):
+                if hasattr(tree, name):
+                    setattr(tree, name, self._backup_forced(getattr(tree, name)))
 
     # -- before / after a step --------------------------------------------------------------------------
     def before_step(self, picks: dict[str, Any]) -> None:

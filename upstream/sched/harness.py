@@ -61,6 +61,11 @@ ENV = {
     # 0.5.18+ frees the window once this many tokens slid out: 1, so that it frees whenever the
     # model's `_evict_swa` would move E and forcing.py decides by `decode_batch_idx`
     "SGLANG_SWA_EVICTION_INTERVAL": "1",
+    # 0.5.21+ picks the Rust tree core for UnifiedRadixCache where its extension loads; its nodes are
+    # opaque handles (no node_by_id / root_node in 0.5.21), which abstraction.py cannot map onto the
+    # model's atoms. The Python core is SGLang's own reference implementation of the same interface
+    # (and the one it falls back to, e.g. for session-aware caching).
+    "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python",
 }
 RETRACT_INTERVAL = 2  # SGLANG_TEST_RETRACT_INTERVAL as forcing.py drives forward_ct
 EAGER_ADMISSION = os.environ.get("KVMC_SGLANG_EAGER_ADMISSION") == "1"  # a diagnostic: RealScheduler._eager_admission
@@ -159,12 +164,13 @@ def _model_facts(context_len: int) -> SimpleNamespace:
     """The facts of a model config the scheduler's memory paths read (no weights, no tokenizer)."""
     hf = SimpleNamespace()
     hf.get_text_config = lambda *a, **k: hf  # transformers' PretrainedConfig API (0.5.18's hybrid_arch asks)
+    hf.architectures = ["LlamaForCausalLM"]  # 0.5.21's get_hf_text_config reads it (the resolved arch below)
     return SimpleNamespace(
         is_matryoshka=False, is_generation=True, hidden_size=8, num_key_value_heads=1, num_attention_heads=1,
         head_dim=8, hf_config=hf, hf_text_config=hf, is_multimodal=False,
         is_multimodal_gen=False, is_image_gen=False, is_audio_model=False, hf_eos_token_id=None,
         vocab_size=1 << 30, context_len=context_len, is_encoder_decoder=False, is_hybrid_swa=False,
-        is_hybrid_swa_compress=False, use_ngram_embedding=False, attention_arch=None, num_hidden_layers=2,
+        is_hybrid_swa_compress=False, use_ngram_embedding=False, use_engram=False, ngram_embedding_n=0, attention_arch=None, num_hidden_layers=2,
         model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None,
         matryoshka_dimensions=None, spec_hidden_size=8, image_token_id=None, is_embedding_gemma=False,
         get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=dict,
@@ -321,7 +327,7 @@ class RealScheduler:
 
     def _build(self, s: dict[str, Any]) -> None:
         sa = self._server_args()
-        s["sa_mod"].set_global_server_args_for_scheduler(sa)
+        _publish(s, sa)
         self.server_args = sa
         pool, alloc = self._pools()
         self.req_to_token_pool, self.allocator = pool, alloc
@@ -787,6 +793,20 @@ def _parse_args(sch: Any, sa: Any) -> None:
     del s
 
 
+def _publish(s: dict[str, Any], sa: Any) -> None:
+    """Install the server args as the scheduler process's config. From 0.5.21 the ranks come from
+    the launcher's placement (`runtime_context.publish(..., ranks=SpawnRanks(...))`, what
+    `run_scheduler_process` does); the harness is rank 0 of a one-process world on device 0."""
+    try:
+        rc = importlib.import_module("sglang.srt.runtime_context")
+    except ImportError:
+        rc = None
+    if rc is not None and hasattr(rc, "SpawnRanks") and hasattr(rc, "publish"):
+        rc.publish(sa, role="scheduler", ranks=rc.SpawnRanks(world_rank=0, dp_rank=None, gpu_id=0))
+    else:
+        s["sa_mod"].set_global_server_args_for_scheduler(sa)
+
+
 def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
     """What `init_model_worker` reads from the model worker (`get_worker_info`) and sets."""
     s = setup()
@@ -868,20 +888,24 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     s = setup()
     _parse_args(sch, sa)
     comps = importlib.import_module("sglang.srt.managers.scheduler")
-    ps_cls = comps.ParallelState
-    sch.ps = ps_cls.trivial() if hasattr(ps_cls, "trivial") else _make(ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
-                   attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
-                   moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
+    ps_cls = getattr(comps, "ParallelState", None)  # 0.5.21+: none; ranks come from the runtime context
+    if ps_cls is None:
+        sch.ps = None
+    else:
+        sch.ps = ps_cls.trivial() if hasattr(ps_cls, "trivial") else _make(
+            ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
+            attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
+            moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
     sch.model_config = facts
     sch.dllm_config = None
     sch.tokenizer = None
     sch.is_generation = True  # init_tokenizer's reading of the model config
     _resolved_impl(facts)
     mc = comps.SchedulerMetricsCollector
-    sch.metrics_collector_context = mc.init_new(server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
-                                                enable_priority_scheduling=sch.enable_priority_scheduling,
-                                                enable_lora=sch.enable_lora,
-                                                enable_hierarchical_cache=sch.enable_hierarchical_cache)
+    sch.metrics_collector_context = _make(mc.init_new, server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
+                                          enable_priority_scheduling=sch.enable_priority_scheduling,
+                                          enable_lora=sch.enable_lora,
+                                          enable_hierarchical_cache=sch.enable_hierarchical_cache)
     sch.metrics_collector = sch.metrics_collector_context.collector
     sch.ipc_channels = SimpleNamespace(send_to_tokenizer=h.sink_tok, send_to_detokenizer=h.sink_detok,
                                        recv_from_tokenizer=None, recv_from_rpc=None, send_metrics_from_scheduler=None)
@@ -902,7 +926,8 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
             ng.NgramEmbeddingManager.from_model,
             model=None, model_config=facts, req_to_token_pool=h.req_to_token_pool, server_args=sa,
             max_running_requests=h.p.req_pool_size, device="cpu")
-    res = s["kvb"].build_kv_cache(
+    res = _make(  # the arguments this release's build_kv_cache takes (0.5.21+: no ps)
+        s["kvb"].build_kv_cache,
         server_args=sa, model_config=facts, tp_worker=worker, page_size=sch.page_size, spec_algorithm=sch.spec_algorithm,
         attn_tp_cpu_group=None, tp_cpu_group=None, attn_cp_cpu_group=None, enable_metrics=False,
         enable_kv_cache_events=False, ps=sch.ps, tp_group=sch.tp_group, pp_group=sch.pp_group,
@@ -918,7 +943,7 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     if hasattr(sch, "init_diffusion_llm"):
         sch.init_diffusion_llm()
     rep = comps.SchedulerMetricsReporter
-    sch.metrics_reporter = rep(scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
+    sch.metrics_reporter = _make(rep, scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
                                metrics_collector_context=sch.metrics_collector_context,
                                metrics_collector=sch.metrics_collector)
     if hasattr(sch.metrics_reporter, "scheduler_stage_metrics"):  # 0.5.20+: read by the invariant checker
