@@ -228,6 +228,39 @@ def row_idx(obj: Any) -> Any:
     return None if kv is None else kv.req_pool_idx
 
 
+def lock_uuid(obj: Any) -> Any:
+    """The SWA lock's uuid a request (or session slot) holds: `swa_uuid_for_lock` on it up to
+    0.5.19; on its receipt from 0.5.20 (`lock_receipt.swa_uuid_for_lock`), and from 0.5.22 on its
+    `TreeLock`'s receipt (`lock.receipt.component_lock_uuids[SWA]`)."""
+    if hasattr(obj, "swa_uuid_for_lock"):
+        return obj.swa_uuid_for_lock
+    receipt = getattr(obj, "lock_receipt", None)
+    if receipt is None:
+        receipt = getattr(getattr(obj, "lock", None), "receipt", None)
+    if receipt is None:
+        return None
+    if hasattr(receipt, "swa_uuid_for_lock"):
+        return receipt.swa_uuid_for_lock
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+    return (getattr(receipt, "component_lock_uuids", None) or {}).get(ComponentType.SWA)
+
+
+def _swa_type() -> Any:
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+    return ComponentType.SWA
+
+
+def lock_node(obj: Any) -> Any:
+    """The node a request's (or session slot's) tree lock is on: `last_node`; a 0.5.22+ session
+    slot keeps only its `TreeLock` (`lock.node`)."""
+    if hasattr(obj, "last_node"):
+        return obj.last_node
+    lk = getattr(obj, "lock", None)
+    return None if lk is None else lk.node
+
+
 def req_len(req: Any, name: str) -> int:
     """A request's length field: on the Req up to 0.5.15, on `req.kv` (ReqKvInfo; None once the
     KV is released) from 0.5.16 for some of them; the SWA cursor `swa_evicted_seqlen` is
@@ -324,7 +357,8 @@ def load_backs(h: Any, atom: Any, uuid_atom: Any) -> tuple[list[int], list[int]]
         if params is None:
             params = entry[1]
         node[r] = atom(n)
-        top[r] = uuid_atom(getattr(params, "swa_uuid_for_lock", None)) if h.hybrid else ROOT
+        top[r] = uuid_atom(lock_uuid(params) if not hasattr(params, "component_lock_uuids")
+                           else params.component_lock_uuids.get(_swa_type())) if h.hybrid else ROOT
     return node, top
 
 
@@ -395,7 +429,7 @@ def to_state(h: Any) -> State:
             continue
         ln = atom(sl.req.last_node)
         last_node.append(ln)
-        swa_top.append(ROOT if (not hyb or ln == VIRTUAL) else uuid_atom(getattr(sl.req, "swa_uuid_for_lock", None)))
+        swa_top.append(ROOT if (not hyb or ln == VIRTUAL) else uuid_atom(lock_uuid(sl.req)))
     slot_objs = []
     for i, r in enumerate(cfg.streaming_sessions):
         sid = h.slots[r].session_id
@@ -419,13 +453,13 @@ def to_state(h: Any) -> State:
 
     def slot_last(i: int) -> int:
         s = slot_objs[i]
-        return ROOT if s is None or s.last_node is None else atom(s.last_node)
+        return ROOT if s is None or lock_node(s) is None else atom(lock_node(s))
 
     def slot_uuid(i: int) -> int:
         s = slot_objs[i]
-        if s is None or not hyb or s.last_node is None or _is_virtual(s.last_node):
+        if s is None or not hyb or lock_node(s) is None or _is_virtual(lock_node(s)):
             return ROOT
-        return uuid_atom(s.swa_uuid_for_lock)
+        return uuid_atom(lock_uuid(s))
 
     lb_node, lb_top = load_backs(h, atom, uuid_atom)
     S = len(cfg.streaming_sessions)

@@ -171,7 +171,7 @@ def _model_facts(context_len: int) -> SimpleNamespace:
         is_multimodal_gen=False, is_image_gen=False, is_audio_model=False, hf_eos_token_id=None,
         vocab_size=1 << 30, context_len=context_len, is_encoder_decoder=False, is_hybrid_swa=False,
         is_hybrid_swa_compress=False, use_ngram_embedding=False, use_engram=False, ngram_embedding_n=0, attention_arch=None, num_hidden_layers=2,
-        model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None,
+        model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None, self_opened_think_start_ids=None,
         matryoshka_dimensions=None, spec_hidden_size=8, image_token_id=None, is_embedding_gemma=False,
         get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=dict,
         linear_attn_registry_result=None,  # not a linear-attention model (0.5.18's hybrid_arch registry)
@@ -202,7 +202,7 @@ class _NoModelWorker:
             full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, is_hybrid_swa=hybrid,
             sliding_window_size=window, canary_manager=None, attn_backend=None, lora_manager=None,
             hybrid_linear_config=None, kimi_linear_config=None, mambaish_config=None, model=None,
-            mtp_draft_device_pools=(), prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
+            mtp_draft_device_pools=(), mtp_draft_mamba_pools=(), prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
             weight_load_mem_usage=0,
             token_to_kv_pool=getattr(alloc, "_kvcache", None), hisparse_coordinator=None, linear_attn_model_spec=None,
         )
@@ -781,6 +781,7 @@ def _parse_args(sch: Any, sa: Any) -> None:
     sch.enable_unified_memory = getattr(sa, "enable_unified_memory", False)
     sch.enable_unified_cache_external_linker = getattr(sa, "enable_unified_cache_external_linker", False)  # 0.5.20+
     sch.enable_lmcache = getattr(sa, "enable_lmcache", False)  # 0.5.22+
+    sch.attn_dp_enabled = False  # 0.5.22+: get_parallel().attn_dp_enabled (one rank, no DP attention)
     sch.enable_dp_attention = getattr(sa, "enable_dp_attention", False)
     envs = importlib.import_module("sglang.srt.environ").envs
     if hasattr(envs, "SGLANG_MAX_NEW_TOKENS_LIMIT"):
@@ -803,6 +804,12 @@ def _publish(s: dict[str, Any], sa: Any) -> None:
         rc = None
     if rc is not None and hasattr(rc, "SpawnRanks") and hasattr(rc, "publish"):
         rc.publish(sa, role="scheduler", ranks=rc.SpawnRanks(world_rank=0, dp_rank=None, gpu_id=0))
+        # 0.5.22+ reads the process groups from the runtime context too (what building the groups
+        # writes there): the one-rank stand-ins, no CPU (gloo) groups
+        names = rc._parallel_fields() if hasattr(rc, "_parallel_fields") else ()
+        groups = {n: (None if n.endswith("_cpu_group") else _group()) for n in names if n.endswith("_group")}
+        if groups:
+            rc.get_parallel().override_permanently(**groups)
     else:
         s["sa_mod"].set_global_server_args_for_scheduler(sa)
 
