@@ -12,10 +12,15 @@ SGLang's own `init_*` methods, release by release:
   `init_chunked_prefill`, `init_schedule_policy`, `init_disaggregation`, `init_overlap`,
   `maybe_init_ngram_embedding`, `init_deterministic_inference_config`, `init_request_dispatcher`,
   `GrammarManager`;
-* family "components" (0.5.13 .. 0.5.18, whose scheduler is split into components):
+* family "components" (0.5.13 .. 0.5.23, whose scheduler is split into components):
   `kv_cache_builder.build_kv_cache` (SGLang chooses the tree cache), then the component `init_*`
   methods (`init_invariant_checker`, `init_pool_stats_observer`, `init_output_streamer`,
-  `init_batch_result_processor`, ...).
+  `init_batch_result_processor`, ...). Within it: 0.5.19 moves rows and lengths onto `req.kv` and
+  composes the streaming session into UnifiedRadixCache; 0.5.20 retires the global server args
+  (`runtime_context`) and keeps the lock in `lock_receipt`; 0.5.21 drops `ParallelState` (ranks from
+  the launcher's `publish(..., ranks=SpawnRanks)`) and defaults UnifiedRadixCache to a Rust tree
+  core whose nodes are opaque handles (the harness selects SGLang's Python core, ENV); 0.5.22
+  reads the process groups from the runtime context and holds locks as `TreeLock`s.
 
 The memory pools are SGLang's: `ReqToTokenPool`, `TokenToKVPoolAllocator` /
 `PagedTokenToKVPoolAllocator` / `SWATokenToKVPoolAllocator` over tiny real KV buffers
