@@ -416,7 +416,11 @@ _V0511 = {
     "retract_tail_free": "on",
     "swa_budget_split": "on",
 }
-_V0513 = {**_V0511, "chunk_end_page_align": "on", "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
+# enqueue_clip_max_new (#25126) ships in 0.5.12.post1 (Scheduler.init_req_max_new_tokens; found by
+# `kvmc conform` once the harness enqueues as the scheduler does): on from v0.5.12.post1. `current`
+# keeps it off (docs/releases.md §A.9: one of the 0.5.18 facts current lacks).
+_V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on"}
+_V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
 # The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on
 # from the first release whose wheel ships it. The flags of a mechanism kvmc does not model in a
@@ -454,10 +458,10 @@ PRESETS: dict[str, Design] = {
     for d in [
         _preset("v0.5.10.post1", {}),
         _preset("v0.5.11", _V0511),
-        _preset("v0.5.12.post1", {**_V0511, "chunk_end_page_align": "on"}),
+        _preset("v0.5.12.post1", _V0512),
         _preset("v0.5.13", _V0513),
-        _preset("current", {**_V0513, "swa_window_headroom": "on", "swa_gate_fresh_tail": "on",
-                           "swa_chunk_cap": "never_fits"}),
+        _preset("current", {**_V0513, "enqueue_clip_max_new": None, "swa_window_headroom": "on",
+                           "swa_gate_fresh_tail": "on", "swa_chunk_cap": "never_fits"}),
         _preset("v0.5.18", _V0518),
         _preset("v0.5.19", _V0519),
         _preset("v0.5.20", _V0520),
