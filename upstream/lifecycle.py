@@ -165,8 +165,17 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
     committed = [0, 0]
     obs: list[tuple[str, Any, Any]] = []
 
+    stashed = [False, False]  # stashed since its last prefill progress
+
     def stash(r: int) -> None:
+        """The scheduler stashes a request once per prefill chunk (`stash_chunked_request`, or
+        `maybe_cache_unfinished_req` after its last chunk), never twice without new KV: a second
+        stash is no call (UnifiedRadixCache asserts `new_prefix_len <= len(new_indices)` on one,
+        0.5.18-0.5.21)."""
         nonlocal s
+        if stashed[r]:
+            return
+        stashed[r] = True
         real.stash(reqs[r], tree)
         s = radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]")
 
@@ -209,6 +218,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             return False
         pool.write((real.row_of(req), slice(start, start + k)), out)
         s = ma.alloc(x, s, need)
+        stashed[r] = False
         committed[r] = start + k
         real.set_kv_lens(req, start + k, start + k)
         real.set_fill(req, real.prefix_len(req), start + k)

@@ -468,7 +468,10 @@ def add_req_result() -> Any:
 
 # -- SGLang's busy-time memory check (0.5.13+: managers/scheduler_components/) -----------------------
 def has_invariant_checker() -> bool:
-    return importlib.util.find_spec("sglang.srt.managers.scheduler_components.invariant_checker") is not None
+    try:  # find_spec raises when the parent package is missing (up to 0.5.12.post1)
+        return importlib.util.find_spec("sglang.srt.managers.scheduler_components.invariant_checker") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size_swa: int | None,
