@@ -450,8 +450,13 @@ _V0520 = {
     "swa_req_ring": "on",
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
-_V0522 = {**_V0521, "unfinished_swa_release": "path", "session_record": "owned_at_alloc"}
-_V0523 = {**_V0522, "swa_release_threshold": "ceil_max_w_ps", "pass_budget_break": "on", "admission_rows_held": "on"}
+_V0522 = {**_V0521, "session_record": "owned_at_alloc"}
+# unfinished_swa_release=path from v0.5.23 (as its Fix says): 0.5.22's checkpoint_into_tree still
+# re-matches the key and locks the match (0.5.22:mem_cache/unified_radix_cache.py:1197-1227); kvmc
+# conform's UnifiedRadixCache/swa row on 0.5.22 disagreed with `path` (a stash whose SWA match stops
+# short leaves the inserted Full evictable there)
+_V0523 = {**_V0522, "unfinished_swa_release": "path", "swa_release_threshold": "ceil_max_w_ps",
+          "pass_budget_break": "on", "admission_rows_held": "on"}
 
 PRESETS: dict[str, Design] = {
     d.name: d
