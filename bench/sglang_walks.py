@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import random
 import sys
 import tempfile
@@ -23,24 +24,46 @@ from pathlib import Path
 from typing import Any
 
 
-def walks(cfg_name: str, preset: str, n: int, steps: int, folder: Path, tight: bool, seed0: int = 0) -> list[str]:
+def walks(cfg_name: str, preset: str, n: int, steps: int, folder: Path, tight: bool, seed0: int = 0,
+          extra: tuple[str, ...] = ()) -> list[str]:
     from checker.traces import itf
     from model.designs import PRESETS
+    from model.ops import Concrete
+    from model.system import System
     from specs.configs import CONFIGS
     from tests.replay.walk import pick_params, random_walk
 
     cfg = CONFIGS[cfg_name]
+    design = PRESETS[preset]
+    for fx in extra:  # FIX or FIX=VARIANT turned on over the preset (a diagnosis: is this flag the difference?)
+        name, _, variant = fx.partition("=")
+        design = design.with_fix(name, variant or "on")
     files = []
     for seed in range(seed0, seed0 + n):
-        params = pick_params(cfg, random.Random(seed), wide=not tight)
-        try:
-            t = random_walk(cfg, PRESETS[preset], steps, seed, params=params)
-        except ValueError:
-            t = random_walk(cfg, PRESETS[preset], steps, seed)
+        rng = random.Random(seed)
+        params = pick_params(cfg, rng, wide=not tight)
+        system = System(cfg, design)
+        for _ in range(2000):  # a point the model accepts and the release's tree can hold (warm_fits)
+            if warm_fits(cfg, design, params) and system.params_ok(system.ctx(Concrete(), params)):
+                break
+            params = pick_params(cfg, rng, wide=not tight)
+        t = random_walk(cfg, design, steps, seed, params=params)
         f = folder / f"{cfg_name}-{seed}.itf.json"
         itf.write(f, t)
         files.append(str(f))
     return files
+
+
+def warm_fits(cfg: Any, design: Any, params: Any) -> bool:
+    """With #26919's leaf cap (swa_leaf_window_cap) SGLang's unified tree splits every new leaf
+    longer than ceil_page(W) on insertion, so a warm prefix node longer than that is not a tree the
+    release can hold; the model's initial state allows it (a model gap, docs/replay-sglang.md).
+    Walks are drawn where every warm node fits one window."""
+    if not (cfg.hybrid_swa and design.on("swa_leaf_window_cap")):
+        return True
+    ps = cfg.page_size
+    cap = -(-params.sliding_window_size // ps) * ps
+    return all(L <= cap for L in params.warm_len)
 
 
 def summarize(outcomes: list[dict[str, Any]]) -> tuple[int, list[str]]:
@@ -51,7 +74,9 @@ def summarize(outcomes: list[dict[str, Any]]) -> tuple[int, list[str]]:
             ok += 1
             continue
         name = Path(o["file"]).name
-        if o["status"] == "diverged":
+        if o["status"] == "diverged" and o.get("abstraction"):
+            by_field[f"abstraction {o['abstraction']}"].append(f"{name} step {o['step']}: {o['message'][:140]}")
+        elif o["status"] == "diverged":
             field = str(o["field"]).split("[")[0]
             by_field[field].append(f"{name} step {o['step']}: {o['field']}: model={o['model']!r} sglang={o['sglang']!r}")
         else:
@@ -73,22 +98,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tight", action="store_true", help="parameters from the explicit bounds (small pools)")
     ap.add_argument("--dir", help="SGLang install folder")
+    ap.add_argument("--with", dest="extra", nargs="*", default=[], metavar="FIX[=VARIANT]",
+                    help="flags turned on over the preset (to test whether a flag is the difference)")
+    ap.add_argument("--eager-admission", action="store_true",
+                    help="diagnostic: clear batch_is_full and drop finished requests from the running batch before "
+                         "each pass (admission as the model has it), to compare walks past that abstraction")
+    ap.add_argument("--keep", help="write the walks into this folder (kept) instead of a temporary one")
     a = ap.parse_args(argv)
     from model.designs import PRESETS
     from upstream.sched.replay import replay_items
 
+    if a.eager_admission:
+        os.environ["KVMC_SGLANG_EAGER_ADMISSION"] = "1"  # read by the worker (upstream/sched/harness.py)
     preset = a.preset or (f"v{a.release}" if f"v{a.release}" in PRESETS else "current")
-    with tempfile.TemporaryDirectory(prefix="kvmc-walks-") as d:
+    with tempfile.TemporaryDirectory(prefix="kvmc-walks-") as tmp:
+        d = a.keep or tmp
+        Path(d).mkdir(parents=True, exist_ok=True)
         items = []
         per_cfg: dict[str, list[str]] = {}
         for c in a.configs:
-            fs = walks(c, preset, a.walks, a.steps, Path(d), a.tight, a.seed)
+            fs = walks(c, preset, a.walks, a.steps, Path(d), a.tight, a.seed, tuple(a.extra))
             per_cfg[c] = fs
             items += [(f, (), "reproduce") for f in fs]
         res = replay_items(a.release, items, Path(a.dir) if a.dir else None)
         by_file = {o["file"]: o for o in res["outcomes"]}
-        print(f"SGLang {a.release}, preset {preset}, {a.walks} walks x {a.steps} steps per config"
-              f"{' (tight pools)' if a.tight else ''}, choices forced ({res['seconds']} s)")
+        plus = "".join(f" +{x}" for x in a.extra)
+        print(f"SGLang {a.release}, preset {preset}{plus}, {a.walks} walks x {a.steps} steps per config"
+              f"{' (tight pools)' if a.tight else ''}, choices forced"
+              f"{', eager admission (diagnostic)' if a.eager_admission else ''} ({res['seconds']} s)")
         for c, fs in per_cfg.items():
             ok, lines = summarize([by_file[f] for f in fs])
             print(f"{c}: {ok}/{len(fs)} follow the model state for state")

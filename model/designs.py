@@ -296,6 +296,16 @@ FIXES: dict[str, Fix] = {
             off="a failed load-back admits with the device prefix's extend under the gates passed with the host hit",
         ),
         Fix(
+            "admission_gates_under_lock",
+            39283,
+            "",
+            "v0.5.20",
+            "add_one_req runs its SWA and input gates only under the temporary lock (_select_prefill_admission, #39283; "
+            "the pre-lock total gate went in v0.5.21's PrefillBudget, #36729, which changes no verdict): a request that "
+            "passes the token gates before the lock but not under it is NO_TOKEN even when the input gate would refuse it",
+            off="the total, SWA and input gates run before the lock too: a request the input gate refuses there is OTHER",
+        ),
+        Fix(
             "pass_budget_break",
             0,
             "",
@@ -406,7 +416,11 @@ _V0511 = {
     "retract_tail_free": "on",
     "swa_budget_split": "on",
 }
-_V0513 = {**_V0511, "chunk_end_page_align": "on", "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
+# enqueue_clip_max_new (#25126) ships in 0.5.12.post1 (Scheduler.init_req_max_new_tokens; found by
+# `kvmc conform` once the harness enqueues as the scheduler does): on from v0.5.12.post1. `current`
+# keeps it off (docs/releases.md §A.9: one of the 0.5.18 facts current lacks).
+_V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on"}
+_V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
 # The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on
 # from the first release whose wheel ships it. The flags of a mechanism kvmc does not model in a
@@ -431,22 +445,28 @@ _V0520 = {
     "swa_segment_lock": "on",  # #36848
     "busy_check_chunked_req": "on",  # #37502
     "load_back_reselect": "on",  # #39283
+    "admission_gates_under_lock": "on",  # #39283
     "prompt_boundary_split": "on",
     "swa_req_ring": "on",
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
-_V0522 = {**_V0521, "unfinished_swa_release": "path", "session_record": "owned_at_alloc"}
-_V0523 = {**_V0522, "swa_release_threshold": "ceil_max_w_ps", "pass_budget_break": "on", "admission_rows_held": "on"}
+_V0522 = {**_V0521, "session_record": "owned_at_alloc"}
+# unfinished_swa_release=path from v0.5.23 (as its Fix says): 0.5.22's checkpoint_into_tree still
+# re-matches the key and locks the match (0.5.22:mem_cache/unified_radix_cache.py:1197-1227); kvmc
+# conform's UnifiedRadixCache/swa row on 0.5.22 disagreed with `path` (a stash whose SWA match stops
+# short leaves the inserted Full evictable there)
+_V0523 = {**_V0522, "unfinished_swa_release": "path", "swa_release_threshold": "ceil_max_w_ps",
+          "pass_budget_break": "on", "admission_rows_held": "on"}
 
 PRESETS: dict[str, Design] = {
     d.name: d
     for d in [
         _preset("v0.5.10.post1", {}),
         _preset("v0.5.11", _V0511),
-        _preset("v0.5.12.post1", {**_V0511, "chunk_end_page_align": "on"}),
+        _preset("v0.5.12.post1", _V0512),
         _preset("v0.5.13", _V0513),
-        _preset("current", {**_V0513, "swa_window_headroom": "on", "swa_gate_fresh_tail": "on",
-                           "swa_chunk_cap": "never_fits"}),
+        _preset("current", {**_V0513, "enqueue_clip_max_new": None, "swa_window_headroom": "on",
+                           "swa_gate_fresh_tail": "on", "swa_chunk_cap": "never_fits"}),
         _preset("v0.5.18", _V0518),
         _preset("v0.5.19", _V0519),
         _preset("v0.5.20", _V0520),

@@ -11,7 +11,8 @@ Abstracted: `new_token_ratio` is a constant fraction of the config (SGLang decay
 it on retraction); offsets are kept multiplied by its denominator so all arithmetic stays integer.
 Modelled as config / design flags (each checked against the release by `kvmc conform`):
 `truncation_align_size` (Config), #22495's page reserve in the token gate, #25741's input-budget
-gate (chunked prefill off only), the chunk end aligned to a page.
+gate (chunked prefill off only), the chunk end aligned to a page, #39283's gates under the lock only
+(`admission_gates_under_lock`, v0.5.20: the order decides NO_TOKEN vs OTHER).
 Not modelled: mixed chunk (`m = 0`), priority preemption, the prefill delayer, dLLM, Mamba slots,
 `add_one_req_ignore_eos`, `prefill_max_requests`. The #31681/#32700 SWA chunk-cap escape hatch is
 the design flag `swa_chunk_cap`.
@@ -289,7 +290,9 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
     swa_extend = real_input if x.on("swa_gate_fresh_tail") else extend
     swa_budget = _swa_budget_for_req(x, ad, swa_extend, max_new, swa_host) if swa_gate_on(x) else 0
     no_token, _limit = _token_gates(x, s, ad, total_tokens, swa_budget, (), max_new, swa_host)
-    other = input_gate(x, ad, real_input)
+    # since v0.5.20 (#39283) the input gate runs only under the lock, after the token gates there: a
+    # request both refuse is NO_TOKEN (v0.5.20:managers/schedule_policy.py:1345-1380, _select_prefill_admission)
+    other = False if x.on("admission_gates_under_lock") else input_gate(x, ad, real_input)
     passes = x.and_(x.not_(no_token), x.not_(other))
 
     def under_temporary_lock() -> tuple[State, Adder]:

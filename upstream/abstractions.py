@@ -51,7 +51,7 @@ ABSTRACTIONS: list[Abstraction] = [
         "the reverse for the same pools), hence no_prefill_oom's and the busy checks' reachable states: kvmc "
         "explores fewer cache-hit states after an eviction of a shared prefix. conservation and well_formed per "
         "state are unaffected (the tokens are accounted either way).",
-        ("RadixCache", "SWARadixCache"),
+        ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa"),
         _cross_request_sharing,
     ),
     Abstraction(

@@ -24,13 +24,14 @@ from typing import Any, Sequence
 
 from .errors import EXIT_USAGE, UpstreamUsageError
 from .install import default_dir, install, release_path
-from .releases import preset_releases, release
+from .releases import preset_pairs, preset_releases, release
 
 REPO = Path(__file__).resolve().parent.parent
 ROW_NAMES = (
     "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "_swa_budget_for_req", "budget_state",
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
-    "ReqToTokenPool", "RadixCache", "SWARadixCache",
+    "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa", "UnifiedRadixCache",
+    "UnifiedRadixCache/swa",
 )
 
 
@@ -63,8 +64,15 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
 
 def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000, seed: int = 0,
         root: Path | None = None, design: str | None = None, mutants: Sequence[str] = (), jobs: int = 2,
-        do_install: bool = False, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
+        do_install: bool = False, overrides: Sequence[str] = (),
+        pairs: Sequence[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Conform each release to its preset (or to `design`); `pairs` (release, preset) instead of
+    `versions` runs exactly those (`--all`: every preset that names a release, `current` included).
+    A pair whose preset has the same flags as another pair's on the same release is not run twice:
+    its result is the other's, relabelled."""
     root = Path(root) if root is not None else default_dir()
+    if pairs is not None:
+        versions = list(dict.fromkeys(v for v, _d in pairs))
     rels = [release(v) for v in versions]
     for r in rels:
         if r.api is None:
@@ -93,10 +101,23 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         install([r.version for r in rels], root, say=lambda m: print(m, file=sys.stderr))
     for r in rels:
         release_path(root, r.version)  # not installed: one line, exit 2, before any worker starts
+    if pairs is None:
+        pairs = [(r.version, design or r.preset) for r in rels]
+    from model.designs import preset as _preset
+
+    runs: dict[tuple, tuple[str, str]] = {}  # (version, flags) -> the pair that runs it
+    for v, d in pairs:
+        runs.setdefault((v, tuple(sorted(_preset(d).flags().items(), key=str))), (v, d))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futs = [ex.submit(_worker, r.version, design or r.preset, mutants, rows, examples, seed, root, overrides)
-                for r in rels]
-        return [f.result() for f in futs]
+        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides)
+                for key, (v, d) in runs.items()}
+        out = []
+        for v, d in pairs:
+            res = futs[(v, tuple(sorted(_preset(d).flags().items(), key=str)))].result()
+            if res.get("design") not in (d, None) and not mutants and not overrides:
+                res = {**res, "design": d, "same_flags_as": res["design"]}
+            out.append(res)
+        return out
 
 
 # -- reporting -------------------------------------------------------------------------------------
@@ -215,9 +236,10 @@ def cmd_conform(args: Any) -> int:
         else:
             if not args.all and not args.sglang:
                 raise UpstreamUsageError("give --sglang VERSION, --all or --from-json FILE")
+            pairs = preset_pairs() if args.all and args.design is None else None
             versions = [r.version for r in preset_releases()] if args.all else args.sglang
             results = run(versions, args.transition or (), args.examples, args.seed, Path(args.dir) if args.dir else None,
-                          args.design, args.mutant, args.jobs, args.install, args.override or ())
+                          args.design, args.mutant, args.jobs, args.install, args.override or (), pairs=pairs)
     except UpstreamUsageError as e:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -43,6 +43,9 @@ from model.transition import Ctx
 from . import real
 
 
+TREES = {"radix": "RadixCache", "swa_radix": "SWARadixCache", "unified": "UnifiedRadixCache"}
+
+
 @dataclass(frozen=True)
 class Life:
     page_size: int
@@ -52,15 +55,26 @@ class Life:
     warm: int
     reqs: tuple  # (input_len, shares warm)
     ops: tuple
+    tree: str = ""  # radix | swa_radix | unified ("": the plain / SWA tree by `swa`)
+    busy: bool = False  # also run SGLang's busy-time memory check after each operation
+
+    @property
+    def kind(self) -> str:
+        """The tree class; for a busy-check scenario the release's own default (real.default_tree)."""
+        if self.busy and not self.tree:
+            return real.default_tree(self.swa)
+        return self.tree or ("swa_radix" if self.swa else "radix")
 
     def describe(self) -> str:
         w = f", window={self.window}" if self.swa else ""
-        return (f"{'SWARadixCache' if self.swa else 'RadixCache'}, page_size={self.page_size}{w}, pool={self.pool}, "
+        comps = (" (FULL+SWA)" if self.swa else " (FULL)") if self.kind == "unified" else ""
+        busy = "busy check on " if self.busy else ""
+        return (f"{busy}{TREES[self.kind]}{comps}, page_size={self.page_size}{w}, pool={self.pool}, "
                 f"warm={self.warm}, reqs={list(self.reqs)}, ops={list(self.ops)}")
 
 
 @st.composite
-def lives(draw: Any, swa: bool) -> Life:
+def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False) -> Life:
     ps = draw(st.sampled_from([1, 4]))
     warm = ps * draw(st.integers(0, 3))
     reqs = []
@@ -75,7 +89,7 @@ def lives(draw: Any, swa: bool) -> Life:
         st.tuples(st.just("evict"), st.integers(1, 24)),
     )
     return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, ps * 24, warm, tuple(reqs),
-                tuple(draw(st.lists(op, min_size=1, max_size=8))))
+                tuple(draw(st.lists(op, min_size=1, max_size=8))), tree, busy)
 
 
 class _Enumerate:
@@ -104,14 +118,18 @@ class _Enumerate:
         return True
 
 
-def _model(sc: Life, design: Design) -> tuple[Config, Any]:
+def _model(sc: Life, design: Design, warm_nodes: tuple[int, ...] = ()) -> tuple[Config, Any]:
+    """The model of a lifecycle scenario; `warm_nodes` = the lengths of the nodes SGLang's tree made of
+    the warm prefix (real.path_lengths), one warm atom each."""
+    warm_nodes = tuple(warm_nodes) or (sc.warm,)
     cfg = Config(name="conform-life", doc="", num_reqs=2, page_size=sc.page_size, bounds={}, hybrid_swa=sc.swa,
-                 chunked_prefill=True, shares_warm_prefix=tuple(r[1] for r in sc.reqs), warm_atoms=1,
+                 chunked_prefill=True, shares_warm_prefix=tuple(r[1] for r in sc.reqs), warm_atoms=len(warm_nodes),
                  warm_spare_atoms=1, private_atoms=4)
     p = concrete_params(cfg, full_tokens=sc.pool, swa_tokens=sc.pool if sc.swa else 0,
                         sliding_window_size=sc.window if sc.swa else 0, chunked_prefill_size=64, max_prefill_tokens=64,
                         req_pool_size=4, input_len=tuple(r[0] for r in sc.reqs), max_new_tokens=(1, 1),
-                        warm_len=(sc.warm,), warm_device=(True,), warm_host=(False,))
+                        warm_len=warm_nodes, warm_device=(True,) * len(warm_nodes),
+                        warm_host=(False,) * len(warm_nodes))
     return cfg, p
 
 
@@ -129,7 +147,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
     ps = sc.page_size
     alloc = real.allocator("swa" if sc.swa else ("token" if ps == 1 else "paged"), sc.pool, ps, sc.pool)
     pool = real.req_to_token_pool(4, max_context_len=128)
-    tree = real.tree_cache(alloc, ps, sc.window if sc.swa else None, pool)
+    tree = real.tree_cache(alloc, ps, sc.window if sc.swa else None, pool, sc.kind)
     warm_tokens = list(range(900, 900 + sc.warm))
     if sc.warm:
         real.insert(tree, warm_tokens, real.take(alloc, sc.warm, ps))
@@ -137,7 +155,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
     for i, (n, shares) in enumerate(sc.reqs):
         toks = (warm_tokens if shares else []) + list(range(2000 + 100 * i, 2000 + 100 * i + n - (sc.warm if shares else 0)))
         reqs.append(real.make_req(f"life{i}", toks, 1))
-    cfg, p = _model(sc, design)
+    cfg, p = _model(sc, design, real.path_lengths(tree, warm_tokens))
     x = Ctx(Concrete(), cfg, design, p)
     from model.system import init_state, match_prefix
 
@@ -147,9 +165,18 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
     committed = [0, 0]
     obs: list[tuple[str, Any, Any]] = []
 
+    stashed = [False, False]  # stashed since its last prefill progress
+
     def stash(r: int) -> None:
+        """The scheduler stashes a request once per prefill chunk (`stash_chunked_request`, or
+        `maybe_cache_unfinished_req` after its last chunk), never twice without new KV: a second
+        stash is no call (UnifiedRadixCache asserts `new_prefix_len <= len(new_indices)` on one,
+        0.5.18-0.5.21)."""
         nonlocal s
-        tree.cache_unfinished_req(reqs[r], chunked=True) if _takes_chunked(tree) else tree.cache_unfinished_req(reqs[r])
+        if stashed[r]:
+            return
+        stashed[r] = True
+        real.stash(reqs[r], tree)
         s = radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]")
 
     def chunk(r: int, k: int, label: str) -> bool:
@@ -165,15 +192,13 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             if pool.alloc([req]) is None:
                 return False
             pre = real.prefix_len(req)
-            pool.write((req.req_pool_idx, slice(0, pre)), req.prefix_indices)
-            res = tree.inc_lock_ref(req.last_node)
-            if sc.swa:
-                req.swa_uuid_for_lock = res.swa_uuid_for_lock
+            pool.write((real.row_of(req), slice(0, pre)), real.prefix_indices(req, tree))
+            real.persistent_lock(tree, req, sc.swa)
             s, top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
             s = s.req(r, last_node=m.last_device_node, swa_lock_top=top, cache_protected_len=m.prefix_len,
                       kv_committed_len=m.prefix_len, kv_allocated_len=m.prefix_len, status=CHUNKED)
             s = s.set(req_pool_available=s.req_pool_available - 1)
-            req.cache_protected_len = pre
+            real.set_protected(req, pre)
             committed[r] = pre
             state[r] = "prefilling"
         else:
@@ -182,7 +207,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         k = min(k, fill - start)
         if k <= 0:
             return True
-        row = pool.req_to_token[req.req_pool_idx]
+        row = pool.req_to_token[real.row_of(req)]
         out = real.extend_slots(alloc, row, start, k, ps)
         need = x.ceil_page(start + k) - x.ceil_page(start)
         from model import allocator as ma
@@ -191,8 +216,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         obs.append((f"{label}: alloc returned None", out is None, not ok))
         if out is None or not ok:
             return False
-        pool.write((req.req_pool_idx, slice(start, start + k)), out)
+        pool.write((real.row_of(req), slice(start, start + k)), out)
         s = ma.alloc(x, s, need)
+        stashed[r] = False
         committed[r] = start + k
         real.set_kv_lens(req, start + k, start + k)
         real.set_fill(req, real.prefix_len(req), start + k)
@@ -202,8 +228,38 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             state[r] = "done"
         return True
 
+    last_r: list[int | None] = [None]  # the request of the last chunk / stash / finish (last_batch)
+    parked: list[int] = []  # prefilling requests, the most recently chunked last
+
+    def busy_obs(label: str) -> None:
+        """SGLang's busy check after this operation (real.busy_check) next to the model's
+        (model/invariant_checker.py) on the same state: last_batch = the request the operation ran,
+        running_batch = the requests whose prefill is done, chunked_req = the prefilling request
+        chunked most recently if the operation did not run it (parked outside every batch)."""
+        lr = last_r[0]
+        live = [r for r in range(2) if state[r] in ("prefilling", "done")]
+        chunked_r = next((r for r in reversed(parked) if state[r] == "prefilling" and r != lr), None)
+        last = [r for r in live if r == lr or (state[r] == "prefilling" and r != chunked_r)]
+        running = [r for r in live if state[r] == "done" and r not in last]
+        got = real.busy_check(tree, alloc, pool, ps, sc.pool, sc.pool if sc.swa else None, [reqs[r] for r in last],
+                              [reqs[r] for r in running], reqs[chunked_r] if chunked_r is not None else None)
+        from model.invariant_checker import self_check_during_busy
+        from model.state import EXTEND_BATCH
+
+        sm = s.set(last_batch=EXTEND_BATCH, in_last_batch=tuple(r in last for r in range(2)))
+        bc = self_check_during_busy(x, sm)
+        want = {"uncached": bc.terms["uncached"], "swa_uncached": bc.terms["swa_uncached"] if sc.swa else 0,
+                "fired": bool(bc.fired)}
+        obs.append((f"{label}: busy check (uncached, fired)", {**got, "fired": got["fired"] is not None}, want))
+
     for i, op in enumerate(sc.ops):
         label = f"op {i} {op}"
+        if op[0] in ("chunk", "stash", "finish") and state[op[1]] != "finished":
+            last_r[0] = op[1]
+        if op[0] == "chunk" and op[1] in parked:
+            parked.remove(op[1])
+        if op[0] == "chunk":
+            parked.append(op[1])
         try:
             if op[0] == "chunk":
                 r = op[1]
@@ -243,13 +299,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             obs.append(("outside", str(e), str(e)))
             return obs
         obs.append((f"{label}: sizes", real.tree_sizes(tree, alloc), _sizes(x, s)))
+        if sc.busy:
+            busy_obs(label)
     return obs
-
-
-def _takes_chunked(tree: Any) -> bool:
-    import inspect
-
-    return "chunked" in inspect.signature(tree.cache_unfinished_req).parameters
 
 
 def _model_evictions(x: Ctx, s: Any, n: int) -> list[Any]:

@@ -52,8 +52,10 @@ class Pass:
         )
 
 
-def pass_ctx(sc: Pass, design: Design) -> tuple[Ctx, State]:
-    """The model's context and state for a pass scenario."""
+def pass_ctx(sc: Pass, design: Design, warm_nodes: tuple[int, ...] | None = None) -> tuple[Ctx, State]:
+    """The model's context and state for a pass scenario; `warm_nodes` are the lengths of the nodes
+    SGLang's tree made of the warm prefix (real.path_lengths; default one node)."""
+    warm_nodes = tuple(warm_nodes) if warm_nodes else ((sc.warm,) if sc.warm else ())
     nr, nc, nw = len(sc.running), 1 if sc.chunked else 0, len(sc.waiting)
     R = nr + nc + nw
     shares = tuple([False] * (nr + nc) + [w[2] and sc.warm > 0 for w in sc.waiting])
@@ -66,7 +68,7 @@ def pass_ctx(sc: Pass, design: Design) -> tuple[Ctx, State]:
         hybrid_swa=sc.swa is not None,
         chunked_prefill=sc.chunk is not None,
         shares_warm_prefix=shares,
-        warm_atoms=1 if sc.warm else 0,
+        warm_atoms=len(warm_nodes),
         private_atoms=1,
         new_token_ratio=sc.ratio,
         truncation_align_size=sc.truncation_align,
@@ -83,9 +85,9 @@ def pass_ctx(sc: Pass, design: Design) -> tuple[Ctx, State]:
         req_pool_size=R + 8,
         input_len=tuple(inputs),
         max_new_tokens=tuple(mnts),
-        warm_len=(sc.warm,) if sc.warm else (),
-        warm_device=(True,) if sc.warm else (),
-        warm_host=(False,) if sc.warm else (),
+        warm_len=warm_nodes,
+        warm_device=(True,) * len(warm_nodes),
+        warm_host=(False,) * len(warm_nodes),
     )
     x = Ctx(Concrete(), cfg, design, p)
     from model.system import init_state

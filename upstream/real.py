@@ -16,6 +16,7 @@ module exists), not by version strings; the families are listed in upstream/rele
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from array import array
 from typing import Any
 
@@ -36,7 +37,7 @@ def setup() -> dict[str, Any]:
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     from sglang.srt.managers import schedule_batch, schedule_policy
-    from sglang.srt.mem_cache import base_prefix_cache, memory_pool, radix_cache, swa_memory_pool, swa_radix_cache
+    from sglang.srt.mem_cache import base_prefix_cache, memory_pool, radix_cache, swa_memory_pool
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.sampling.sampling_params import SamplingParams
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
@@ -52,10 +53,61 @@ def setup() -> dict[str, Any]:
     kernels.route(paged_mod)
     _SETUP.update(
         sb=schedule_batch, sp=schedule_policy, bpc=base_prefix_cache, mp=memory_pool, rc=radix_cache,
-        swa_pool=swa_memory_pool, swa_rc=swa_radix_cache, CacheInitParams=CacheInitParams,
+        swa_pool=swa_memory_pool, swa_rc=_optional("sglang.srt.mem_cache.swa_radix_cache"),  # gone in 0.5.21
+        unified_rc=_optional("sglang.srt.mem_cache.unified_radix_cache"),  # 0.5.12.post1+ (default for SWA from 0.5.16)
+        CacheInitParams=CacheInitParams,
         SamplingParams=SamplingParams, token_mod=token_mod, paged_mod=paged_mod, swa_mod=swa_mod,
     )
     return _SETUP
+
+
+def _optional(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+# -- the request's KV record, release by release ----------------------------------------------------
+# Up to 0.5.18 the lengths live on `Req` (`cache_protected_len`, `req_pool_idx`, `kv_committed_len`;
+# `kv_allocated_len` in `req.kv` from 0.5.16). From 0.5.19 (#37108) `req.kv` (`ReqKvInfo`) is always
+# present and holds them all. From 0.5.22 `req.prefix_len` / `extend_end` replace `prefix_indices` /
+# `set_extend_range`, and the tree lock is a `TreeLock` in `req.lock`.
+def kv_record(req: Any) -> Any:
+    """The object that holds `cache_protected_len`, `req_pool_idx`, `kv_committed_len`."""
+    kv = getattr(req, "kv", None)
+    return kv if kv is not None and hasattr(kv, "req_pool_idx") else req
+
+
+def row_of(req: Any) -> int:
+    return kv_record(req).req_pool_idx
+
+
+def set_protected(req: Any, n: int) -> None:
+    kv_record(req).cache_protected_len = n
+
+
+def has_prefix_len() -> bool:
+    """0.5.22+: `Req.prefix_len` is an int the scheduler sets (no `prefix_indices`)."""
+    m = setup()
+    if "prefix_len_api" not in m:
+        req = m["sb"].Req
+        m["prefix_len_api"] = not hasattr(req, "set_extend_range") and not hasattr(req, "set_extend_input_len")
+    return bool(m["prefix_len_api"])
+
+
+def persistent_lock(tree: Any, req: Any, swa: bool) -> None:
+    """The PrefillAdder's persistent lock on `req.last_node` as the release takes it:
+    `req.lock = tree.lock(node)` (0.5.22+), `req.lock_receipt` (0.5.20-0.5.21),
+    `req.swa_uuid_for_lock` (hybrid SWA up to 0.5.19)."""
+    if hasattr(tree, "lock") and "lock" in vars(req):
+        req.lock = tree.lock(req.last_node)
+        return
+    res = tree.inc_lock_ref(req.last_node)
+    if hasattr(req, "lock_receipt"):
+        req.lock_receipt = res.to_dec_params()
+    elif swa:
+        req.swa_uuid_for_lock = res.swa_uuid_for_lock
 
 
 # -- pools -----------------------------------------------------------------------------------------
@@ -108,13 +160,80 @@ def req_to_token_pool(size: int, max_context_len: int = 256) -> Any:
     return setup()["mp"].ReqToTokenPool(size=size, max_context_len=max_context_len, device="cpu", enable_memory_saver=False)
 
 
-def tree_cache(alloc: Any, page_size: int, window: int | None, pool: Any) -> Any:
+def tree_cache(alloc: Any, page_size: int, window: int | None, pool: Any, kind: str | None = None) -> Any:
+    """The release's tree: `kind` "radix" (RadixCache), "swa_radix" (SWARadixCache, up to 0.5.20),
+    "unified" (UnifiedRadixCache with a FULL, and for a window an SWA, component; the hybrid-SWA
+    default from 0.5.16, #30468). Default: what the release builds for a plain / hybrid-SWA model
+    (`mem_cache/registry.py::default_radix_cache_factory`)."""
     m = setup()
     params = m["CacheInitParams"](disable=False, req_to_token_pool=pool, token_to_kv_pool_allocator=alloc,
                                   page_size=page_size, sliding_window_size=window)
-    if window is not None:
+    if kind is None:
+        kind = default_tree(window is not None)
+    if kind == "unified":
+        ct = importlib.import_module("sglang.srt.mem_cache.unified_cache.components").ComponentType
+        params.tree_components = (ct.FULL, ct.SWA) if window is not None else (ct.FULL,)
+        return m["unified_rc"].UnifiedRadixCache(params)
+    if kind == "swa_radix":
+        if m["swa_rc"] is None:
+            raise RuntimeError("this release has no SWARadixCache (mem_cache/swa_radix_cache.py, removed in 0.5.21)")
         return m["swa_rc"].SWARadixCache(params)
     return m["rc"].RadixCache(params)
+
+
+def default_tree(swa: bool) -> str:
+    """The tree `mem_cache/registry.py::default_radix_cache_factory` builds for a plain (`swa` False) or
+    hybrid-SWA model with the radix cache on: "radix" / "swa_radix" / "unified", read from the release's
+    source (not from its version string). Hybrid SWA is UnifiedRadixCache's from 0.5.16 (#30468); every
+    radix cache is from 0.5.19 (the factory's last resort became `_create_unified_radix_cache`)."""
+    m = setup()
+    if "default_tree" not in m:
+        spec = importlib.util.find_spec("sglang.srt.mem_cache.registry")
+        src = open(spec.origin).read() if spec is not None and spec.origin else ""
+        i = src.find("def default_radix_cache_factory")
+        body = src[i:src.find("\ndef ", i + 1)] if i >= 0 else ""
+        returns = [ln for ln in body.splitlines() if ln.strip().startswith("return ")]
+        plain_unified = bool(returns) and "unified_radix_cache" in returns[-1]
+        hits = [j for j in range(len(body)) if body.startswith("if ctx.is_hybrid_swa:", j)]
+        swa_unified = plain_unified or any("unified_radix_cache" in body[j:j + 400] for j in hits)
+        m["default_tree"] = ("unified" if plain_unified else "radix", "unified" if swa_unified else "swa_radix")
+    return m["default_tree"][1 if swa else 0]
+
+
+def unified_is_swa_default() -> bool:
+    return default_tree(True) == "unified"
+
+
+def enqueue_clips_max_new() -> bool:
+    """Whether the release's scheduler clips max_new_tokens to memory at enqueue (#25126,
+    `Scheduler.init_req_max_new_tokens`; from 0.5.21 through `max_new_tokens_for_memory`): read from
+    its source (the scheduler module is not imported here)."""
+    m = setup()
+    if "enqueue_clip" not in m:
+        spec = importlib.util.find_spec("sglang.srt.managers.scheduler")
+        src = open(spec.origin).read() if spec is not None and spec.origin else ""
+        i = src.find("def init_req_max_new_tokens")
+        body = src[i:i + 3000] if i >= 0 else ""
+        m["enqueue_clip"] = "max_total_num_tokens" in body or "max_new_tokens_for_memory" in body
+    return bool(m["enqueue_clip"])
+
+
+def enqueued_max_new(alloc: Any, input_len: int, max_new: int, total: int, page_size: int) -> int:
+    """`max_new_tokens` as the release's scheduler enqueues a request of `input_len` tokens on a pool
+    of `total` tokens (max_total_num_tokens; max_req_len = total - 1): the allocator's
+    `max_new_tokens_for_memory` where it exists (0.5.21+), else `init_req_max_new_tokens`'s
+    arithmetic (0.5.12.post1-0.5.20), else unchanged. The scheduler itself cannot be built here."""
+    if not enqueue_clips_max_new():
+        return max_new
+    req_len = max(0, min(max_new, (total - 1) - input_len - 1))
+    f = getattr(alloc, "max_new_tokens_for_memory", None)
+    if f is not None:
+        out = f(input_len, req_len, token_capacity=total, sliding_window_size=None, chunk_size=None)
+        if out is None:
+            raise RuntimeError(f"scenario setup: SGLang would abort a request of {input_len=} on a pool of {total=}")
+        return int(out)
+    paged = -(-input_len // page_size) * page_size
+    return max(0, min(req_len, total - paged - page_size - 1))
 
 
 def insert(tree: Any, tokens: list[int], indices: Any) -> None:
@@ -140,12 +259,23 @@ def make_req(rid: str, tokens: list[int], max_new_tokens: int, output_len: int =
     return req
 
 
+def prefix_indices(req: Any, tree: Any) -> Any:
+    """The matched prefix's KV slots (`req.prefix_indices`; from 0.5.22 the tree's path to `last_node`)."""
+    if has_prefix_len():
+        return tree.path_device_indices(req.last_node)[: int(req.prefix_len)]
+    return req.prefix_indices
+
+
 def prefix_len(req: Any) -> int:
+    if has_prefix_len():
+        return int(req.prefix_len)
     return len(req.prefix_indices)
 
 
 def extend_len(req: Any) -> int:
     """Tokens the request extends by in this pass, as the release records it."""
+    if has_prefix_len():
+        return int(req.extend_end) - int(req.prefix_len)
     rng = getattr(req, "extend_range", None)
     if rng is not None and hasattr(rng, "length"):
         return int(rng.length)
@@ -157,10 +287,14 @@ def extend_len(req: Any) -> int:
 def set_committed(req: Any, indices: Any) -> None:
     """A chunked request with `len(indices)` tokens already computed: its prefix, and its next
     chunk = the rest of its fill ids (what the scheduler sets before `add_chunked_req`)."""
-    req.prefix_indices = indices
     fill = list(req.origin_input_ids) + list(req.output_ids)
     if hasattr(req, "full_untruncated_fill_ids"):
         req.full_untruncated_fill_ids = _ids(fill)
+    if has_prefix_len():
+        req.prefix_len = len(indices)
+        req.extend_end = len(fill)
+        return
+    req.prefix_indices = indices
     if hasattr(req, "set_extend_range"):
         req.set_extend_range(len(indices), len(fill))
     else:
@@ -182,13 +316,62 @@ def prefill_adder(tree: Any, alloc: Any, page_size: int, running: Any, ratio: fl
     return setup()["sp"].PrefillAdder(page_size, tree, alloc, running, ratio, rem_input, rem_chunk)
 
 
+# -- the pass budgets: adder attributes up to 0.5.20, `PrefillAdder.memory_budget` from 0.5.21 (#36729) --
+def budget_of(adder: Any) -> Any:
+    return getattr(adder, "memory_budget", None)
+
+
+def rem_swa_tokens(adder: Any) -> Any:
+    b = budget_of(adder)
+    return b.remaining_swa if b is not None else adder.rem_swa_tokens
+
+
+def has_swa_budget(adder: Any) -> bool:
+    if not getattr(adder, "is_hybrid_swa", False):
+        return False
+    return budget_of(adder) is not None or hasattr(type(adder), "rem_swa_tokens")
+
+
+def set_offsets(adder: Any, total: float, cur: int, swa: int) -> None:
+    b = budget_of(adder)
+    if b is not None:
+        b.total_offset, b.current_offset = total, cur
+        if hasattr(b, "swa_offset"):
+            b.swa_offset = swa
+        return
+    adder.rem_total_token_offset = total
+    adder.cur_rem_token_offset = cur
+    if hasattr(adder, "rem_swa_token_offset"):
+        adder.rem_swa_token_offset = swa
+
+
+def swa_budget_for_req(adder: Any, extend: int, max_new: int, swa_host: int) -> tuple[int, bool]:
+    """SGLang's SWA budget of one request and whether it took the host term: `_swa_budget_for_req`
+    (0.5.11-0.5.20, its signature grew the host hit (#27391) and max_new (#32379)), or
+    `SWAPrefillBudget.swa_tokens(extend, max_new, chunk_limit=rem_chunk_tokens, swa_host_hit_length)`
+    (0.5.21+)."""
+    import inspect
+
+    b = budget_of(adder)
+    if b is not None:
+        return int(b.swa_tokens(extend, max_new, chunk_limit=adder.rem_chunk_tokens, swa_host_hit_length=swa_host)), True
+    params = inspect.signature(adder._swa_budget_for_req).parameters
+    if "max_new_tokens" in params:
+        return int(adder._swa_budget_for_req(extend, max_new, swa_host_hit_length=swa_host)), True
+    if "swa_host_hit_length" in params:
+        return int(adder._swa_budget_for_req(extend, swa_host_hit_length=swa_host)), True
+    return int(adder._swa_budget_for_req(extend)), False
+
+
 def set_fill(req: Any, prefix: int, end: int) -> None:
     """The request's fill ids are its first `end` tokens, `prefix` of them cached (what the
     PrefillAdder leaves on an admitted request)."""
     fill = list(req.origin_input_ids) + list(req.output_ids)
     if hasattr(req, "full_untruncated_fill_ids"):
         req.full_untruncated_fill_ids = _ids(fill)
-    if hasattr(req, "set_extend_range"):
+    if has_prefix_len():
+        req.prefix_len, req.extend_end = prefix, end
+    elif hasattr(req, "set_extend_range"):
         req.set_extend_range(prefix, end)
     elif hasattr(req, "fill_len") and not callable(getattr(req, "fill_len")):
         req.fill_len = end
@@ -209,6 +392,10 @@ def extend_slots(alloc: Any, row: Any, prefix: int, n: int, page_size: int) -> A
 def set_kv_lens(req: Any, committed: int, allocated: int) -> None:
     """`kv_committed_len` / `kv_allocated_len` as the release keeps them (from 0.5.18 the allocated
     length lives in `req.kv`, a `ReqKvInfo` set by the allocation)."""
+    rec = kv_record(req)
+    if rec is not req:  # 0.5.19+: one record for every length
+        rec.kv_committed_len, rec.kv_allocated_len = committed, allocated
+        return
     req.kv_committed_len = committed
     info = getattr(setup()["sb"], "ReqKvInfo", None)
     if info is not None:
@@ -227,8 +414,38 @@ def release_kv_cache(req: Any, tree: Any, page_size: int) -> None:
     from sglang.srt.mem_cache.common import release_kv_cache as release
     from sglang.srt.server_args import get_global_server_args
 
-    get_global_server_args().page_size = page_size
-    release(req, tree)
+    try:  # up to 0.5.18 `_release_overallocated_kv_indices` reads it there; later releases read the
+        get_global_server_args().page_size = page_size  # allocator's and make server args read-only
+    except (AttributeError, RuntimeError):  # RuntimeError: 0.5.20+ retired get_global_server_args
+        pass
+    import inspect
+
+    if getattr(req, "finished_reason", None) is None:
+        # the scheduler releases a request once check_finished set its reason; 0.5.22's
+        # checkpoint_into_tree reads req.finished() to choose between a finish and a stash (a stash
+        # frees out-of-window SWA slots first), so a release of an unfinished request is a stash
+        req.finished_reason = setup()["sb"].FINISH_LENGTH(length=int(req.sampling_params.max_new_tokens or 0))
+    if "checkpoint" in inspect.signature(release).parameters:  # 0.5.22+: the tree keeps what it can key
+        release(req, tree, checkpoint=True)
+    else:
+        release(req, tree)
+
+
+def stash(req: Any, tree: Any) -> None:
+    """The scheduler's stash of a chunk (or of a request that keeps decoding): `cache_unfinished_req`
+    (`chunked=True` where the release takes it), from 0.5.22 `tree.checkpoint(req, up_to=extend_end)`
+    and the prefix advanced to it (`mem_cache/common.py::checkpoint_kv_cache`)."""
+    import inspect
+
+    if not hasattr(tree, "cache_unfinished_req"):
+        from sglang.srt.mem_cache.common import checkpoint_kv_cache
+
+        checkpoint_kv_cache(req, tree)
+        return
+    if "chunked" in inspect.signature(tree.cache_unfinished_req).parameters:
+        tree.cache_unfinished_req(req, chunked=True)
+    else:
+        tree.cache_unfinished_req(req)
 
 
 def evict(tree: Any, full: int, swa: int) -> None:
@@ -247,3 +464,144 @@ def tree_sizes(tree: Any, alloc: Any) -> dict[str, int]:
 
 def add_req_result() -> Any:
     return setup()["sp"].AddReqResult
+
+
+# -- SGLang's busy-time memory check (0.5.13+: managers/scheduler_components/) -----------------------
+def has_invariant_checker() -> bool:
+    try:  # find_spec raises when the parent package is missing (up to 0.5.12.post1)
+        return importlib.util.find_spec("sglang.srt.managers.scheduler_components.invariant_checker") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size_swa: int | None,
+               last: list[Any], running: list[Any], chunked: Any) -> dict[str, Any]:
+    """SGLang's own `SchedulerInvariantChecker.self_check_during_busy` over these objects, with
+    `last_batch` / `running_batch` (real `ScheduleBatch`es) and the scheduler's `chunked_req`
+    (read from 0.5.20, #37502): its `_get_total_uncached_sizes()` and whether it fired ("Full/SWA
+    Pool Mem Leak Detected!"). The checker and its `SchedulerPoolStatsObserver` are SGLang's
+    dataclasses, built with the fields the release declares; what is not memory (the stage-metrics
+    recorder, HiSparse) is None, and the session registry is empty (the rows run no session)."""
+    import dataclasses
+    import types
+
+    ic = importlib.import_module("sglang.srt.managers.scheduler_components.invariant_checker")
+    ps_mod = importlib.import_module("sglang.srt.managers.scheduler_components.pool_stats_observer")
+    from sglang.srt.disaggregation.utils import DisaggregationMode
+    from sglang.srt.server_args import get_global_server_args
+
+    try:
+        server_args = get_global_server_args()  # a field of the checker up to 0.5.19
+    except RuntimeError:  # 0.5.20+ retired it (and the checker has no such field)
+        server_args = None
+
+    sb = setup()["sb"].ScheduleBatch
+    last_batch = sb(reqs=list(last))
+    running_batch = sb(reqs=list(running))
+    swa = size_swa is not None
+    values = dict(
+        tree_cache=tree, token_to_kv_pool_allocator=alloc, req_to_token_pool=pool,
+        session_controller=types.SimpleNamespace(sessions={}), hisparse_coordinator=None, is_hybrid_swa=swa,
+        is_hybrid_ssm=False, enable_hisparse=False, full_tokens_per_layer=size if swa else None,
+        swa_tokens_per_layer=size_swa if swa else None, max_total_num_tokens=size,
+        get_last_batch=lambda: last_batch, get_running_batch=lambda: running_batch,
+        disaggregation_mode=DisaggregationMode.NULL, page_size=page_size, server_args=server_args,
+        scheduler_stage_metrics=None, get_chunked_req=lambda: chunked,
+    )
+
+    def build(cls: Any, **extra: Any) -> Any:
+        kw = {}
+        for f in dataclasses.fields(cls):
+            if f.name in extra:
+                kw[f.name] = extra[f.name]
+            elif f.name in values:
+                kw[f.name] = values[f.name]
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise RuntimeError(f"{cls.__name__} needs field {f.name!r} the harness does not know")
+        return cls(**kw)
+
+    obs = build(ps_mod.SchedulerPoolStatsObserver)
+    checker = build(ic.SchedulerInvariantChecker, pool_stats_observer=obs)
+    full_u, swa_u = checker._get_total_uncached_sizes()
+    try:
+        checker.self_check_during_busy()
+        fired = None
+    except AssertionError as e:
+        fired = str(e).split("!")[0] + "!"
+    return {"uncached": int(full_u), "swa_uncached": int(swa_u) if swa else 0, "fired": fired}
+
+
+def path_lengths(tree: Any, tokens: list[int]) -> tuple[int, ...]:
+    """The lengths of the tree's nodes on the path that holds `tokens`, root first: what SGLang made of
+    an insert (UnifiedRadixCache's SWA component splits a new leaf longer than one page-aligned window,
+    #26919, so a warm prefix can be two nodes). The model is given the same shape (its warm atoms)."""
+    if not tokens:
+        return ()
+    m = setup()
+    key = m["rc"].RadixKey(token_ids=_ids(tokens), extra_key=None)
+    res = tree.match_prefix(m["bpc"].MatchPrefixParams(key=key))
+    node = res.last_device_node
+    core = getattr(tree, "tree_core", tree)
+    if isinstance(node, int) and not isinstance(node, bool):
+        if hasattr(core, "collect_path_info"):  # 0.5.22+: also the Rust tree core (no node objects)
+            (path,) = core.collect_path_info([node])
+            out = tuple(int(n.path_end) - int(n.path_start) for n in path)
+            if sum(out) != len(tokens):
+                raise RuntimeError(f"scenario setup: the tree holds {sum(out)} of the {len(tokens)} warm tokens ({out=})")
+            return out
+        if hasattr(core, "get_component_device_value") and hasattr(core, "_binding"):
+            return _rust_path_lengths(core, node, len(tokens))
+        node = core.node_by_id(node)
+    root = core.root_node
+    out = []
+    while node is not None and node is not root:
+        out.append(len(node.key))
+        node = node.parent
+    if sum(out) != len(tokens):
+        raise RuntimeError(f"scenario setup: the tree holds {sum(out)} of the {len(tokens)} warm tokens ({out=})")
+    return tuple(reversed(out))
+
+
+def _rust_path_lengths(core: Any, leaf: int, n: int) -> tuple[int, ...]:
+    """`path_lengths` on 0.5.21's Rust tree core (the default backend there), which has neither
+    `node_by_id` nor `collect_path_info` (0.5.22): the path's Full indices root first
+    (`collect_full_device_indices(leaf, root)`), then each live node handle whose Full value is a
+    contiguous slice of them is a node of the path. Handles are never re-minted and the harness
+    asks this only of a fresh tree, so a short scan of handles finds them all."""
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+    root = core.root_node_handle()
+    path = [int(i) for i in core.collect_full_device_indices(leaf, root).tolist()]
+    pos = {v: k for k, v in enumerate(path)}
+    spans, misses, h = [], 0, 0
+    while misses < 64:
+        h += 1
+        try:
+            val = core.get_component_device_value(h, ComponentType.FULL)
+        except KeyError:  # no node with this handle (never minted, or deleted)
+            misses += 1
+            continue
+        misses = 0
+        if h == root or val is None or len(val) == 0:
+            continue
+        vals = [int(i) for i in val.tolist()]
+        if vals[0] in pos and vals == path[pos[vals[0]]: pos[vals[0]] + len(vals)]:
+            spans.append((pos[vals[0]], len(vals)))
+    out = tuple(k for _s, k in sorted(spans))
+    if sum(out) != n or len(path) != n:
+        raise RuntimeError(f"scenario setup: the tree holds {sum(out)} of the {n} warm tokens ({out=}, {len(path)=})")
+    return out
+
+
+def free_row(alloc: Any, idx: Any, swa_from: int) -> None:
+    """Free a request's KV slots `idx` (row positions 0..) whose SWA below `swa_from` was already freed,
+    as the release frees a row: `mem_cache/common.py::free_kv_row_segments` (0.5.19+: the part below
+    the SWA cursor Full-only; from 0.5.20 a second SWA free of a slot is an error), else `free(idx)`
+    (whose SWA side skips slots already released)."""
+    from sglang.srt.mem_cache import common
+
+    f = getattr(common, "free_kv_row_segments", None)
+    if f is None or not hasattr(alloc, "swa_attn_allocator"):
+        alloc.free(idx)
+        return
+    f(alloc, [(idx, 0)], swa_evicted_seqlen=swa_from)

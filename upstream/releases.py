@@ -1,9 +1,10 @@
 """The SGLang releases the harness knows: which kvmc preset each conforms to, which API family
-its adapter speaks (upstream/adapters.py), and which stubs its imports need.
+its adapter speaks (upstream/real.py), and which stubs its imports need.
 
-Adding a release (0.5.19 .. 0.5.23 as the presets reach them): one `Release` line; its `api`
-names an adapter family, or `None` while no adapter exists (install works, `kvmc conform` says
-"no adapter yet" and exits 2).
+Adding a release: one `Release` line; its `api` names the adapter family (a label: upstream/real.py
+adapts by feature tests on the imported objects), or `None` while no adapter exists (install works,
+`kvmc conform` says "no adapter yet" and exits 2). Each release a preset names is conformed to it;
+`current` to the release it claims (`current_release`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 class Release:
     version: str
     preset: str | None  # the kvmc design preset that claims this release (None: none yet)
-    api: str | None  # adapter family (upstream/adapters.py); None: installable, not conformable
+    api: str | None  # adapter family (upstream/real.py); None: installable, not conformable
     note: str = ""
 
 
@@ -26,15 +27,32 @@ RELEASES: dict[str, Release] = {
         Release("0.5.11", "v0.5.11", "v0511", "fill_ids; num_mixed_decode_tokens"),
         Release("0.5.12.post1", "v0.5.12.post1", "v0511", "same API family as 0.5.11"),
         Release("0.5.13", "v0.5.13", "v0513", "fill_len, array('q') token ids; mem_cache/allocator/ package"),
+        Release("0.5.16", None, None, "no preset claims it; its API (req.kv appears) not checked by the harness"),
         Release("0.5.17", None, "v0513", "no preset claims it"),
-        Release("0.5.18", "current", "v0513", "the release `current` claims (SGLANG_COMMIT merge-base)"),
-        Release("0.5.19", None, None, "not yet studied"),
-        Release("0.5.20", None, None, "not yet studied"),
-        Release("0.5.21", None, None, "PrefillBudget classes; not yet studied"),
-        Release("0.5.22", None, None, "torch-native allocator path; not yet studied"),
-        Release("0.5.23", None, None, "prefix_len / extend_end / req.kv API; no adapter yet"),
+        Release("0.5.18", "v0.5.18", "v0513", "req.kv (ReqKvInfo) for kv_allocated_len; UnifiedRadixCache for hybrid SWA"),
+        Release("0.5.19", "v0.5.19", "v0519", "ReqKvInfo always present: cache_protected_len, req_pool_idx, kv_committed_len"),
+        Release("0.5.20", "v0.5.20", "v0519", "Req.lock_receipt; _select_prefill_admission"),
+        Release("0.5.21", "v0.5.21", "v0521", "PrefillBudget / SWAPrefillBudget (memory_budget); no SWARadixCache"),
+        Release("0.5.22", "v0.5.22", "v0522", "Req.prefix_len / extend_end, req.lock, tree.checkpoint; torch-native allocator path"),
+        Release("0.5.23", "v0.5.23", "v0522", "get_num_allocatable_reqs(num_held_rows); tvm_ffi stub"),
     ]
 }
+
+
+def current_release() -> str:
+    """The release the `current` preset claims: `model.designs.CURRENT_RELEASE` where it says so, else
+    the release whose preset has exactly `current`'s flags, else 0.5.18 (`SGLANG_COMMIT` is its
+    merge-base)."""
+    from model import designs
+
+    named = getattr(designs, "CURRENT_RELEASE", None)
+    if named:
+        return str(named).lstrip("v")
+    cur = designs.preset("current").flags()
+    for r in RELEASES.values():
+        if r.preset and r.preset in designs.PRESETS and designs.preset(r.preset).flags() == cur:
+            return r.version
+    return "0.5.18"
 
 
 def release(version: str) -> Release:
@@ -51,5 +69,11 @@ def release(version: str) -> Release:
 
 
 def preset_releases() -> list[Release]:
-    """The releases some preset claims (what `kvmc conform --all` runs)."""
+    """The releases some preset claims."""
     return [r for r in RELEASES.values() if r.preset is not None]
+
+
+def preset_pairs() -> list[tuple[str, str]]:
+    """(release, preset) for every preset that names a release, `current` included: what
+    `kvmc conform --all` runs."""
+    return [(r.version, r.preset) for r in preset_releases() if r.preset] + [(current_release(), "current")]

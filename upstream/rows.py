@@ -59,9 +59,11 @@ def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, w
     warm = page(0, max(0, cap // 3) // ps)
     other = page(0, max(0, (cap - warm) // 3) // ps)
     held = page(0, max(0, (cap - warm - other) // 3) // ps)
+    # a running request was enqueued, so its max_new_tokens is within the enqueue clip (#25126) of a
+    # one-token input: its remaining budget is never negative, whatever the release
     running = tuple(
         (mnt, draw(st.integers(0, mnt)))
-        for mnt in draw(st.lists(st.integers(1, 24), max_size=2 if held else 0))
+        for mnt in draw(st.lists(st.integers(1, max(1, min(24, full - 2 * ps - 1))), max_size=2 if held else 0))
     )
     room = cap - warm - other - held
     chunked_req = None
@@ -105,19 +107,28 @@ def _real_pass(sc: Pass) -> tuple[Any, Any, Any, list[Any], Any]:
     if sc.other:
         real.insert(tree, _fresh(sc.other), real.take(alloc, sc.other, ps))
     real.take(alloc, sc.held, ps)
-    running = [real.make_req(f"run{i}", _fresh(4), mnt, out) for i, (mnt, out) in enumerate(sc.running)]
+
+    def enq(n: int, mnt: int) -> int:  # max_new_tokens as the release's scheduler enqueued it
+        return real.enqueued_max_new(alloc, n, mnt, sc.full, ps)
+
+    # a running request's input is one token, as the model's running slots have it (pass_ctx)
+    running = [real.make_req(f"run{i}", _fresh(1), enq(1, mnt), out) for i, (mnt, out) in enumerate(sc.running)]
     chunked = None
     if sc.chunked:
         n, committed, mnt = sc.chunked
-        chunked = real.make_req("chunked", _fresh(n), mnt)
+        chunked = real.make_req("chunked", _fresh(n), enq(n, mnt))
         real.set_committed(chunked, real.take(alloc, committed, ps))
     waiting = []
     for j, (n, mnt, shares) in enumerate(sc.waiting):
         toks = warm_tokens + _fresh(n - len(warm_tokens)) if shares and sc.warm else _fresh(n)
-        waiting.append(real.make_req(f"wait{j}", toks, mnt))
+        waiting.append(real.make_req(f"wait{j}", toks, enq(n, mnt)))
     num, den = sc.ratio
     adder = real.prefill_adder(tree, alloc, ps, real.running_batch(running), num / den, sc.max_prefill, sc.chunk)
+    _WARM_NODES[0] = real.path_lengths(tree, warm_tokens)
     return alloc, tree, chunked, waiting, adder
+
+
+_WARM_NODES: list[tuple[int, ...]] = [()]  # the warm prefix's node lengths in the last tree _real_pass built
 
 
 def _real_budgets(adder: Any, den: int) -> dict[str, Any]:
@@ -127,8 +138,8 @@ def _real_budgets(adder: Any, den: int) -> dict[str, Any]:
         "rem_input_tokens": _num(adder.rem_input_tokens),
         "rem_chunk_tokens": None if adder.rem_chunk_tokens is None else _num(adder.rem_chunk_tokens),
     }
-    if getattr(adder, "is_hybrid_swa", False) and hasattr(type(adder), "rem_swa_tokens"):
-        out["rem_swa_tokens"] = _num(adder.rem_swa_tokens)
+    if real.has_swa_budget(adder):
+        out["rem_swa_tokens"] = _num(real.rem_swa_tokens(adder))
     return out
 
 
@@ -144,7 +155,7 @@ def run_pass(sc: Pass, design: Design) -> list[tuple[str, Any, Any]]:
 
     obs: list[tuple[str, Any, Any]] = []
     alloc, tree, chunked, waiting, adder = _real_pass(sc)
-    x, s = pass_ctx(sc, design)
+    x, s = pass_ctx(sc, design, _WARM_NODES[0])
     _run_slots, chunk_slot, wait_slots = slots(sc)
     den = sc.ratio[1]
     ad = pa.new_adder(x, s)
@@ -315,7 +326,7 @@ def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
             r = live.pop(op[1] % len(live))
             n = len(r["idx"])
             if n:
-                alloc.free(r["idx"])
+                real.free_row(alloc, r["idx"], r["swa_from"])
             held_swa = x.clamp0(x.ceil_page(n) - r["swa_from"]) if sc.kind == "swa" else 0
             s = ma.free(x, s, x.ceil_page(n), held_swa)
             obs.append((f"op {k} free ({n} slots)", None, None))
@@ -415,14 +426,11 @@ def budgets_st(draw: Any, hybrid: bool) -> Budget:
 
 def _budget_pair(sc: Budget, design: Design) -> tuple[Any, Any, Any, Any]:
     _a, _t, _c, _w, adder = _real_pass(sc.base)
-    x, s = pass_ctx(sc.base, design)
+    x, s = pass_ctx(sc.base, design, _WARM_NODES[0])
     den = sc.base.ratio[1]
-    adder.rem_total_token_offset = sc.total_offset / den
-    adder.cur_rem_token_offset = sc.cur_offset
+    real.set_offsets(adder, sc.total_offset / den, sc.cur_offset, sc.swa_offset)
     adder.rem_input_tokens = sc.rem_input
     adder.rem_chunk_tokens = sc.rem_chunk
-    if hasattr(adder, "rem_swa_token_offset"):
-        adder.rem_swa_token_offset = sc.swa_offset
     ad = pa.new_adder(x, s).set(rem_total_token_offset=sc.total_offset, cur_rem_token_offset=sc.cur_offset,
                                 rem_input_tokens=sc.rem_input, rem_chunk_tokens=sc.rem_chunk,
                                 rem_swa_token_offset=sc.swa_offset)
@@ -436,18 +444,10 @@ def run_budget_state(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
 
 
 def run_swa_budget(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
-    import inspect
-
     adder, x, s, ad = _budget_pair(sc, design)
-    params = inspect.signature(adder._swa_budget_for_req).parameters
-    if "max_new_tokens" in params:
-        got = adder._swa_budget_for_req(sc.extend, sc.max_new, swa_host_hit_length=sc.swa_host)
-    elif "swa_host_hit_length" in params:
-        got = adder._swa_budget_for_req(sc.extend, swa_host_hit_length=sc.swa_host)
-    else:
-        got = adder._swa_budget_for_req(sc.extend)
-    host = sc.swa_host if "swa_host_hit_length" in params else 0
-    return [("_swa_budget_for_req", int(got), pa._swa_budget_for_req(x, ad, sc.extend, sc.max_new, host))]
+    got, took_host = real.swa_budget_for_req(adder, sc.extend, sc.max_new, sc.swa_host)
+    host = sc.swa_host if took_host else 0
+    return [("_swa_budget_for_req", got, pa._swa_budget_for_req(x, ad, sc.extend, sc.max_new, host))]
 
 
 def _no_swa_budget(design: Design, version: str) -> str | None:
@@ -456,10 +456,38 @@ def _no_swa_budget(design: Design, version: str) -> str | None:
     return None
 
 
-def _life(swa: bool) -> Any:
+def _life(swa: bool, tree: str = "", busy: bool = False) -> Any:
     from .lifecycle import lives
 
-    return lives(swa)
+    return lives(swa, tree, busy)
+
+
+def _busy_row(swa: bool) -> Callable[[Design, str], str | None]:
+    def why(design: Design, version: str) -> str | None:
+        if not real.has_invariant_checker():
+            return ("the busy check is a Scheduler mixin before 0.5.13 (#25624: scheduler_components/invariant_checker.py); "
+                    "it needs a Scheduler, which cannot be built on CPU")
+        if swa and design.variant("swa_busy_check") is None:
+            return "the design's busy check raises on hybrid SWA (swa_busy_check off)"
+        return None
+
+    return why
+
+
+def _tree_row(kind: str, swa: bool) -> Callable[[Design, str], str | None]:
+    """A lifecycle row applies where its tree is the one the release builds by default
+    (`real.default_tree`): RadixCache up to 0.5.18, SWARadixCache up to 0.5.15.post1, UnifiedRadixCache
+    for hybrid SWA from 0.5.16 (#30468) and for every model from 0.5.19."""
+
+    def why(design: Design, version: str) -> str | None:
+        built = real.default_tree(swa)
+        if built != kind:
+            from .lifecycle import TREES
+
+            return f"this release builds {TREES[built]} for a {'hybrid-SWA' if swa else 'plain'} model"
+        return None
+
+    return why
 
 
 def _run_life(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
@@ -469,9 +497,6 @@ def _run_life(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
 
 
 # -- the rows --------------------------------------------------------------------------------------
-def _swa(design: Design) -> bool:
-    return True
-
 
 ROWS: dict[str, Row] = {
     r.name: r
@@ -497,8 +522,17 @@ ROWS: dict[str, Row] = {
             lambda: alloc_ops("swa"), run_alloc),
         Row("ReqToTokenPool", "alloc(reqs) / free(req) sequences", pool_ops, run_pool),
         Row("RadixCache", "request lifecycles: match, lock, chunk stash, finish, evict (plain tree)",
-            lambda: _life(False), _run_life),
+            lambda: _life(False), _run_life, _tree_row("radix", False)),
         Row("SWARadixCache", "request lifecycles: match, lock, chunk stash, finish, evict (hybrid SWA tree)",
-            lambda: _life(True), _run_life),
+            lambda: _life(True), _run_life, _tree_row("swa_radix", True)),
+        Row("busy_check", "SGLang's busy-time memory check (self_check_during_busy, _get_total_uncached_sizes) after "
+            "each lifecycle operation, on the release's plain tree", lambda: _life(False, "", True), _run_life,
+            _busy_row(False)),
+        Row("busy_check/swa", "the same on the release's hybrid-SWA tree (both pool equations)",
+            lambda: _life(True, "", True), _run_life, _busy_row(True)),
+        Row("UnifiedRadixCache", "request lifecycles on UnifiedRadixCache with a FULL component only",
+            lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
+        Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "
+            "(the hybrid-SWA default from 0.5.16)", lambda: _life(True, "unified"), _run_life, _tree_row("unified", True)),
     ]
 }

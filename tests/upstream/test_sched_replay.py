@@ -182,7 +182,7 @@ def _one_corpus_trace() -> str:
 
 @pytest.mark.parametrize("args,expect", [
     (["--against", "sglang==9.9.9"], "unknown SGLang release '9.9.9'"),
-    (["--against", "sglang==0.5.23"], "SGLang 0.5.23: no scheduler adapter"),
+    (["--against", "sglang==0.5.16"], "SGLang 0.5.16: no scheduler adapter"),
     (["--against", "vllm==0.1"], "expected sglang==VERSION"),
     (["--against", "sglang==0.5.10.post1", "--revert", "chunked_swa_page_reserve"], "does not have it"),
     (["--revert", "chunked_swa_page_reserve"], "--revert FIX needs --against"),
@@ -230,7 +230,7 @@ def test_confirm_note_reproduces_a_counterexample_kvmc_check_found(sched_root: P
 
 def test_check_confirm_bad_release_is_rejected_before_the_search(tmp_path: Path) -> None:
     p = _kvmc(["check", "--without", "swa_busy_check", "--config", "hybrid_swa", "--depth", "1", "--out", str(tmp_path),
-               "--confirm", "sglang==0.5.23"], REPO)
+               "--confirm", "sglang==0.5.16"], REPO)
     assert p.returncode == 2, p.stdout + p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "no scheduler adapter" in lines[0], p.stderr

@@ -219,13 +219,62 @@ def counters(h: Any) -> dict[str, tuple[int, int]]:
     return {"full_evictable_size": (c[0], fe), "full_protected_size": (c[1], fp)}
 
 
+def row_idx(obj: Any) -> Any:
+    """A request's (or session slot's) ReqToTokenPool row: on the object up to 0.5.18, on its
+    `kv` record (`ReqKvInfo`, always present) from 0.5.19; None when it holds no row."""
+    if hasattr(obj, "req_pool_idx"):
+        return obj.req_pool_idx
+    kv = getattr(obj, "kv", None)
+    return None if kv is None else kv.req_pool_idx
+
+
+def lock_uuid(obj: Any) -> Any:
+    """The SWA lock's uuid a request (or session slot) holds: `swa_uuid_for_lock` on it up to
+    0.5.19; on its receipt from 0.5.20 (`lock_receipt.swa_uuid_for_lock`), and from 0.5.22 on its
+    `TreeLock`'s receipt (`lock.receipt.component_lock_uuids[SWA]`)."""
+    if hasattr(obj, "swa_uuid_for_lock"):
+        return obj.swa_uuid_for_lock
+    receipt = getattr(obj, "lock_receipt", None)
+    if receipt is None:
+        receipt = getattr(getattr(obj, "lock", None), "receipt", None)
+    if receipt is None:
+        return None
+    if hasattr(receipt, "swa_uuid_for_lock"):
+        return receipt.swa_uuid_for_lock
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+    return (getattr(receipt, "component_lock_uuids", None) or {}).get(ComponentType.SWA)
+
+
+def _swa_type() -> Any:
+    from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+    return ComponentType.SWA
+
+
+def lock_node(obj: Any) -> Any:
+    """The node a request's (or session slot's) tree lock is on: `last_node`; a 0.5.22+ session
+    slot keeps only its `TreeLock` (`lock.node`)."""
+    if hasattr(obj, "last_node"):
+        return obj.last_node
+    lk = getattr(obj, "lock", None)
+    return None if lk is None else lk.node
+
+
 def req_len(req: Any, name: str) -> int:
     """A request's length field: on the Req up to 0.5.15, on `req.kv` (ReqKvInfo; None once the
-    KV is released) from 0.5.16 for some of them."""
+    KV is released) from 0.5.16 for some of them; the SWA cursor `swa_evicted_seqlen` is
+    `kv.get_evicted_seqlen(ComponentType.SWA)` from 0.5.21 (`component_evicted_seqlens`)."""
     if hasattr(req, name):
         return int(getattr(req, name))
     kv = getattr(req, "kv", None)
-    return 0 if kv is None else int(getattr(kv, name))
+    if kv is None:
+        return 0
+    if name == "swa_evicted_seqlen" and not hasattr(kv, name) and hasattr(kv, "get_evicted_seqlen"):
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+        return int(kv.get_evicted_seqlen(ComponentType.SWA))
+    return int(getattr(kv, name))
 
 
 def _is_virtual(n: Any) -> bool:
@@ -254,9 +303,21 @@ def status(h: Any, sl: Any) -> int:
 
 
 def _sessions(h: Any) -> dict[str, Any]:
+    """Session id -> SessionSlot: the wrapping SessionAwareCache / StreamingSession's `slots`, or,
+    from 0.5.19 where UnifiedRadixCache composes the streaming session, `tree.session.slots`."""
     t = h.tree
     slots = getattr(t, "slots", None)
+    if not isinstance(slots, dict):
+        slots = getattr(getattr(t, "session", None), "slots", None)
     return slots if isinstance(slots, dict) else {}
+
+
+def slot_holds_kv(slot: Any) -> bool:
+    """`SessionSlot.is_holding_kv` (up to 0.5.18: its record is not None); from 0.5.19 the slot
+    always has a record and `slot.kv.holds_kv` says whether it holds a row."""
+    if hasattr(slot, "is_holding_kv"):
+        return bool(slot.is_holding_kv)
+    return bool(slot.kv.holds_kv)
 
 
 def failed_rows(h: Any) -> list[int]:
@@ -270,8 +331,8 @@ def failed_rows(h: Any) -> list[int]:
     for sl in h.slots:
         q = sl.req
         if q is not None and any(q is f for f in h.failed_reqs) and pre.get(sl.r) in (NEW, WAITING) \
-                and q.req_pool_idx is not None:
-            out.append(int(q.req_pool_idx))
+                and row_idx(q) is not None:
+            out.append(int(row_idx(q)))
     return out
 
 
@@ -296,7 +357,8 @@ def load_backs(h: Any, atom: Any, uuid_atom: Any) -> tuple[list[int], list[int]]
         if params is None:
             params = entry[1]
         node[r] = atom(n)
-        top[r] = uuid_atom(getattr(params, "swa_uuid_for_lock", None)) if h.hybrid else ROOT
+        top[r] = uuid_atom(lock_uuid(params) if not hasattr(params, "component_lock_uuids")
+                           else params.component_lock_uuids.get(_swa_type())) if h.hybrid else ROOT
     return node, top
 
 
@@ -343,8 +405,8 @@ def to_state(h: Any) -> State:
     lb = h.last_batch
     extend_ran = lb is not None and lb.forward_mode.is_extend()
     sessions = _sessions(h)
-    live_rows = {sl.req.req_pool_idx for sl, st in zip(h.slots, stats)
-                 if sl.req is not None and st in (WAITING, RUNNING, CHUNKED) and sl.req.req_pool_idx is not None}
+    live_rows = {row_idx(sl.req) for sl, st in zip(h.slots, stats)
+                 if sl.req is not None and st in (WAITING, RUNNING, CHUNKED) and row_idx(sl.req) is not None}
 
     def req_field(sl: Any, name: str) -> int:
         return 0 if sl.req is None else req_len(sl.req, name)
@@ -367,7 +429,7 @@ def to_state(h: Any) -> State:
             continue
         ln = atom(sl.req.last_node)
         last_node.append(ln)
-        swa_top.append(ROOT if (not hyb or ln == VIRTUAL) else uuid_atom(getattr(sl.req, "swa_uuid_for_lock", None)))
+        swa_top.append(ROOT if (not hyb or ln == VIRTUAL) else uuid_atom(lock_uuid(sl.req)))
     slot_objs = []
     for i, r in enumerate(cfg.streaming_sessions):
         sid = h.slots[r].session_id
@@ -379,7 +441,7 @@ def to_state(h: Any) -> State:
 
     def slot_holding(i: int) -> bool:
         s = slot_objs[i]
-        return s is not None and bool(s.is_holding_kv)
+        return s is not None and slot_holds_kv(s)
 
     def slot_active(i: int) -> bool:
         s = slot_objs[i]
@@ -387,17 +449,17 @@ def to_state(h: Any) -> State:
             return False
         if hasattr(s, "is_active"):
             return bool(s.is_active)
-        return s.req_pool_idx is not None and s.req_pool_idx in live_rows
+        return row_idx(s) is not None and row_idx(s) in live_rows
 
     def slot_last(i: int) -> int:
         s = slot_objs[i]
-        return ROOT if s is None or s.last_node is None else atom(s.last_node)
+        return ROOT if s is None or lock_node(s) is None else atom(lock_node(s))
 
     def slot_uuid(i: int) -> int:
         s = slot_objs[i]
-        if s is None or not hyb or s.last_node is None or _is_virtual(s.last_node):
+        if s is None or not hyb or lock_node(s) is None or _is_virtual(lock_node(s)):
             return ROOT
-        return uuid_atom(s.swa_uuid_for_lock)
+        return uuid_atom(lock_uuid(s))
 
     lb_node, lb_top = load_backs(h, atom, uuid_atom)
     S = len(cfg.streaming_sessions)

@@ -34,6 +34,7 @@ from model.state import (
     OOM_PREFILL,
     OOM_REQ_SLOTS,
     RUNNING,
+    WAITING,
     State,
 )
 
@@ -45,18 +46,31 @@ _SLOT_DONT_CARE = ("slot_kv_allocated_len", "slot_kv_committed_len", "slot_cache
 
 
 _REQ_DONT_CARE = ("kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen")
+# A waiting request holds no KV of its own. From 0.5.13 SGLang's FCFS pass matches every waiting
+# request (`calc_priority` -> match_prefix_for_req), and a streaming turn's match restores the
+# session slot's lengths onto the waiting Req; the model restores them at admission.
+_WAITING_DONT_CARE = ("kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen")
 
 
 def observable(s: State) -> State:
     """The state without the fields that mean nothing: a finished request holds no KV (the model
-    keeps its last lengths; from 0.5.16 SGLang drops `req.kv`), and a session slot that holds no
-    KV (never filled, or closed: SGLang drops the slot object) has no lengths and no lock."""
+    keeps its last lengths; from 0.5.16 SGLang drops `req.kv`), nor does a waiting one
+    (`_WAITING_DONT_CARE`), and a session slot that holds no KV (never filled, or closed: SGLang
+    drops the slot object) has no lengths and no lock."""
     from model.state import ROOT
 
     upd: dict[str, Any] = {}
     if FINISHED in s.status:
         for f in _REQ_DONT_CARE:
             upd[f] = tuple(0 if st == FINISHED else v for v, st in zip(getattr(s, f), s.status))
+    # the SWA cursor E below P means nothing (the tree owns [0, P); every use reads max(P, E)): the
+    # model raises E to P whenever its `_evict_swa` runs, 0.5.18+ runs it only once a token slid out
+    E = upd.get("swa_evicted_seqlen", s.swa_evicted_seqlen)
+    P = upd.get("cache_protected_len", s.cache_protected_len)
+    upd["swa_evicted_seqlen"] = tuple(max(e, p) for e, p in zip(E, P))
+    if WAITING in s.status:  # see _WAITING_DONT_CARE
+        for f in _WAITING_DONT_CARE:
+            upd[f] = tuple(0 if st == WAITING else v for v, st in zip(upd.get(f, getattr(s, f)), s.status))
     if not s.slot_holding or all(s.slot_holding):
         return s.set(**upd) if upd else s
     for f in _SLOT_DONT_CARE:
@@ -278,8 +292,10 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             if d is None:
                 d = _ownership_difference(x, st.state, led)
             if d:
+                why = (f"SGLang ran no prefill: {h.prefill_skipped}; kvmc re-runs admission every iteration "
+                       "(not modelled: docs/releases.md, batch_is_full)") if h.prefill_skipped else ""
                 return _outcome(DIVERGED, step=step, field=d[0], model=d[1], sglang=d[2], steps=step, table=table,
-                                detail=side_by_side(st.state, real))
+                                detail=side_by_side(st.state, real), message=why, abstraction="batch_is_full" if why else "")
     except Unforceable as e:
         return _outcome(NOT_REPLAYABLE, step=step, message=f"step {step}: a choice cannot be forced on SGLang: {e}",
                         table=table)

@@ -11,14 +11,21 @@ SGLang's code:
   chose them, and every other node more recent: `last_access_time` for RadixCache, the position in
   the full / SWA LRU lists for SWARadixCache. The atoms SGLang's evict really removed are recorded
   (`evicted`), so a set SGLang would not take is reported at its step;
-* `_evict_swa` timing: SGLang frees out-of-window SWA slots in a decode step when
+* `_evict_swa` timing: up to 0.5.17 SGLang frees out-of-window SWA slots in a decode step when
   `req.decode_batch_idx % interval == 1`; `decode_batch_idx` is set before the step so that the
   condition holds exactly for the requests the trace chose (interval = W up to 0.5.10.post1, then
   page-aligned `max(page, W * SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER)`; an interval of 1 cannot
-  fire and is reported as not forceable);
+  fire and is reported as not forceable). From 0.5.18 it frees once `SGLANG_SWA_EVICTION_INTERVAL`
+  tokens slid out of the window (`decode_batch_idx >= 1 and seqlen - 1 - W >= E + interval`): the
+  interval is 1 (harness.ENV), so it frees exactly when the model's `_evict_swa` moves E, and
+  `decode_batch_idx` (1 or 0) says whether the trace chose it;
 * forced retraction: `SGLANG_TEST_RETRACT` retracts when `forward_ct % TEST_RETRACT_INTERVAL == 0`;
   `forward_ct` is set before the step accordingly (an event: forced in both modes);
-* arrivals, session turns (their new-token count) and closes are the requests harness.py sends.
+* arrivals, session turns (their new-token count) and closes are the requests harness.py sends;
+* HiCache backups: the `*.write_backup` choice of a cache_finished_req / cache_unfinished_req
+  call, through `write_through_threshold` for that call (1: the insert backs up; else never);
+* the waiting queue's order: the model keeps it in request-slot order; SGLang's FCFS list is put
+  in slot order before each pass (`order_queue`).
 
 With `enabled=False` (the run of a trace's events on a release with the fix, where the recorded
 eviction picks name nodes of another run) only the events are forced: SGLang's own LRU order and
@@ -32,6 +39,7 @@ import re
 from typing import Any
 
 _EVICT = re.compile(r"(?:^|\.)evict\[(\d+)\]$")
+_BACKUP = re.compile(r"\[(\d+)\]\.write_backup$")
 _TOMB = re.compile(r"(?:^|\.)tombstone\[(\d+)\]$")
 
 
@@ -51,6 +59,12 @@ class Forcing:
         self._orig_evict = tree.evict
         tree.evict = self._evict  # instance attribute: SGLang's own method runs inside
         self.interval = self._swa_interval()
+        self.backups: dict[int, list[bool]] = {}  # request slot -> this step's write_backup picks, in order
+        if h.cfg.hicache:
+            # the finish's insert is `cache_finished_req` up to 0.5.20, `insert_req` in 0.5.21
+            for name in ("cache_finished_req", "insert_req", "cache_unfinished_req"):
+                if hasattr(tree, name):
+                    setattr(tree, name, self._backup_forced(getattr(tree, name)))
 
     # -- before / after a step --------------------------------------------------------------------------
     def before_step(self, picks: dict[str, Any]) -> None:
@@ -64,7 +78,11 @@ class Forcing:
             h.sch.forward_ct = RETRACT_INTERVAL * (h.steps + 1) + (0 if retract else 1)
         if not self.enabled:
             return
+        self.backups = {}
         for name, v in picks.items():
+            m = _BACKUP.search(name)
+            if m:
+                self.backups.setdefault(int(m.group(1)), []).append(bool(v))
             m = _EVICT.search(name)
             if m and v:
                 self.rank.setdefault(int(m.group(1)), len(self.rank))
@@ -77,6 +95,16 @@ class Forcing:
     def after_step(self) -> None:
         pass
 
+    def order_queue(self) -> None:
+        """The model's waiting queue is in request-slot order (FCFS up to renaming the slots; the
+        model's parameters are per slot, so either arrival order is some slot order); SGLang's FCFS
+        policy keeps `waiting_queue` in arrival and retraction order and never sorts it. Before
+        each pass the queue is put in slot order (a stable sort of SGLang's own list)."""
+        if not self.enabled:
+            return
+        h = self.h
+        h.sch.waiting_queue.sort(key=h.slot_of_req)
+
     # -- _evict_swa ---------------------------------------------------------------------------------------
     def _swa_interval(self) -> int:
         h = self.h
@@ -86,6 +114,9 @@ class Forcing:
 
         W, ps = h.p.sliding_window_size, h.ps
         src = inspect.getsource(ScheduleBatch.maybe_evict_swa)
+        self.slid_rule = "SGLANG_SWA_EVICTION_INTERVAL.get()" in src
+        if self.slid_rule:  # 0.5.18+: fires once SGLANG_SWA_EVICTION_INTERVAL tokens slid out (harness: 1)
+            return 1
         if "EVICTION_INTERVAL_MULTIPLIER" in src:
             from .harness import ENV
 
@@ -100,11 +131,42 @@ class Forcing:
             if req is None or not hasattr(req, "decode_batch_idx"):
                 continue
             fire = bool(picks.get(f"decode.evict_swa[{sl.r}]"))
+            if self.slid_rule:
+                # `decode_batch_idx >= 1 and seqlen - 1 - W >= E + interval`: with interval 1 the
+                # release frees exactly when the model's _evict_swa would move E; 0 holds it back
+                req.decode_batch_idx = 1 if fire else 0
+                continue
             if fire and self.interval <= 1:
                 raise Unforceable(f"decode.evict_swa[{sl.r}]=True: SGLang frees the window when decode_batch_idx % "
                                   f"{self.interval} == 1, which never holds")
             if self.interval >= 2:
                 req.decode_batch_idx = self.interval + 1 if fire else self.interval
+
+    # -- HiCache write-through ---------------------------------------------------------------------------------
+    def _backup_forced(self, orig: Any) -> Any:
+        """`cache_finished_req` / `cache_unfinished_req` with the trace's `*.write_backup` choice for
+        that request: SGLang backs the inserted node up (with its unbacked ancestors) once its hit
+        count reaches `write_through_threshold`; the threshold is 1 for a backup and out of reach
+        otherwise, for this call only. The picks of a request are taken in the order the model
+        made them (stash, then the prefill's or decode's own insert)."""
+
+        def call(req: Any, *a: Any, **k: Any) -> Any:
+            queue = self.backups.get(self.h.slot_of_req(req)) if self.enabled else None
+            if not queue:
+                return orig(req, *a, **k)
+            backup = queue.pop(0)
+            if backup and k.get("chunked"):
+                raise Unforceable(f"a write_backup of request {self.h.slot_of_req(req)}'s chunked insert: SGLang never "
+                                  "backs up a chunked insert (_inc_hit_count returns before the hit count for chunked)")
+            tree = self.h.inner_tree
+            before = tree.write_through_threshold
+            tree.write_through_threshold = 1 if backup else 1 << 30
+            try:
+                return orig(req, *a, **k)
+            finally:
+                tree.write_through_threshold = before
+
+        return call
 
     # -- eviction ---------------------------------------------------------------------------------------------
     def _evict(self, *a: Any, **k: Any) -> Any:

@@ -12,10 +12,15 @@ SGLang's own `init_*` methods, release by release:
   `init_chunked_prefill`, `init_schedule_policy`, `init_disaggregation`, `init_overlap`,
   `maybe_init_ngram_embedding`, `init_deterministic_inference_config`, `init_request_dispatcher`,
   `GrammarManager`;
-* family "components" (0.5.13 .. 0.5.18, whose scheduler is split into components):
+* family "components" (0.5.13 .. 0.5.23, whose scheduler is split into components):
   `kv_cache_builder.build_kv_cache` (SGLang chooses the tree cache), then the component `init_*`
   methods (`init_invariant_checker`, `init_pool_stats_observer`, `init_output_streamer`,
-  `init_batch_result_processor`, ...).
+  `init_batch_result_processor`, ...). Within it: 0.5.19 moves rows and lengths onto `req.kv` and
+  composes the streaming session into UnifiedRadixCache; 0.5.20 retires the global server args
+  (`runtime_context`) and keeps the lock in `lock_receipt`; 0.5.21 drops `ParallelState` (ranks from
+  the launcher's `publish(..., ranks=SpawnRanks)`) and defaults UnifiedRadixCache to a Rust tree
+  core whose nodes are opaque handles (the harness selects SGLang's Python core, ENV); 0.5.22
+  reads the process groups from the runtime context and holds locks as `TreeLock`s.
 
 The memory pools are SGLang's: `ReqToTokenPool`, `TokenToKVPoolAllocator` /
 `PagedTokenToKVPoolAllocator` / `SWATokenToKVPoolAllocator` over tiny real KV buffers
@@ -58,8 +63,17 @@ ENV = {
     # interval can be 1 (W = 1, page 1), where the condition never holds and the choice could not
     # be forced either way: an interval of at least 2 lets forcing.py choose
     "SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER": "2",
+    # 0.5.18+ frees the window once this many tokens slid out: 1, so that it frees whenever the
+    # model's `_evict_swa` would move E and forcing.py decides by `decode_batch_idx`
+    "SGLANG_SWA_EVICTION_INTERVAL": "1",
+    # 0.5.21+ picks the Rust tree core for UnifiedRadixCache where its extension loads; its nodes are
+    # opaque handles (no node_by_id / root_node in 0.5.21), which abstraction.py cannot map onto the
+    # model's atoms. The Python core is SGLang's own reference implementation of the same interface
+    # (and the one it falls back to, e.g. for session-aware caching).
+    "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python",
 }
 RETRACT_INTERVAL = 2  # SGLANG_TEST_RETRACT_INTERVAL as forcing.py drives forward_ct
+EAGER_ADMISSION = os.environ.get("KVMC_SGLANG_EAGER_ADMISSION") == "1"  # a diagnostic: RealScheduler._eager_admission
 HICACHE_RATIO = 4.0  # host pool = 4x the device pool: the model's host tier is unbounded
 
 _SETUP: dict[str, Any] = {}
@@ -155,13 +169,14 @@ def _model_facts(context_len: int) -> SimpleNamespace:
     """The facts of a model config the scheduler's memory paths read (no weights, no tokenizer)."""
     hf = SimpleNamespace()
     hf.get_text_config = lambda *a, **k: hf  # transformers' PretrainedConfig API (0.5.18's hybrid_arch asks)
+    hf.architectures = ["LlamaForCausalLM"]  # 0.5.21's get_hf_text_config reads it (the resolved arch below)
     return SimpleNamespace(
         is_matryoshka=False, is_generation=True, hidden_size=8, num_key_value_heads=1, num_attention_heads=1,
         head_dim=8, hf_config=hf, hf_text_config=hf, is_multimodal=False,
         is_multimodal_gen=False, is_image_gen=False, is_audio_model=False, hf_eos_token_id=None,
         vocab_size=1 << 30, context_len=context_len, is_encoder_decoder=False, is_hybrid_swa=False,
-        is_hybrid_swa_compress=False, use_ngram_embedding=False, attention_arch=None, num_hidden_layers=2,
-        model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None,
+        is_hybrid_swa_compress=False, use_ngram_embedding=False, use_engram=False, ngram_embedding_n=0, attention_arch=None, num_hidden_layers=2,
+        model_path="dummy", dtype=torch.bfloat16, model_impl="sglang", think_end_id=None, think_end_ids=None, self_opened_think_start_ids=None,
         matryoshka_dimensions=None, spec_hidden_size=8, image_token_id=None, is_embedding_gemma=False,
         get_num_kv_heads=lambda tp=1: 1, get_num_attention_heads=lambda tp=1: 1, get_default_sampling_params=dict,
         linear_attn_registry_result=None,  # not a linear-attention model (0.5.18's hybrid_arch registry)
@@ -192,7 +207,7 @@ class _NoModelWorker:
             full_max_total_num_tokens=full, swa_max_total_num_tokens=swa, is_hybrid_swa=hybrid,
             sliding_window_size=window, canary_manager=None, attn_backend=None, lora_manager=None,
             hybrid_linear_config=None, kimi_linear_config=None, mambaish_config=None, model=None,
-            mtp_draft_device_pools=None, prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
+            mtp_draft_device_pools=(), mtp_draft_mamba_pools=(), prefill_aware_swa=None, ngram_embedding_manager=None, eplb_manager=None,
             weight_load_mem_usage=0,
             token_to_kv_pool=getattr(alloc, "_kvcache", None), hisparse_coordinator=None, linear_attn_model_spec=None,
         )
@@ -269,6 +284,7 @@ class RealScheduler:
         self.last_batch: Any = None
         self.pre_status: list[int] = []
         self.failed_reqs: list[Any] = []  # the requests of the batch whose allocation failed
+        self.prefill_skipped = ""  # why SGLang ran no prefill this iteration, where kvmc does not model it
         self.last_mode = "none"  # the batch the last completed iteration ran (model's last_batch)
         self.slots = [Slot(r) for r in range(cfg.num_reqs)]
         self.sink_tok, self.sink_detok = _Sink(), _Sink()
@@ -316,7 +332,7 @@ class RealScheduler:
 
     def _build(self, s: dict[str, Any]) -> None:
         sa = self._server_args()
-        s["sa_mod"].set_global_server_args_for_scheduler(sa)
+        _publish(s, sa)
         self.server_args = sa
         pool, alloc = self._pools()
         self.req_to_token_pool, self.allocator = pool, alloc
@@ -378,12 +394,13 @@ class RealScheduler:
     def _pin_ratio(self) -> None:
         sch = self.sch
         tracker = getattr(sch, "new_token_ratio_tracker", None)
-        if tracker is not None:
-            for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio"):
+        if tracker is not None:  # 0.5.13+: NewTokenRatioTracker(init, min, decay, current), a slots dataclass
+            for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio", "init", "min", "current"):
                 if hasattr(tracker, a):
                     setattr(tracker, a, self.ratio)
-            if hasattr(tracker, "new_token_ratio_decay"):
-                tracker.new_token_ratio_decay = 0.0
+            for a in ("new_token_ratio_decay", "decay"):
+                if hasattr(tracker, a):
+                    setattr(tracker, a, 0.0)
         for a in ("init_new_token_ratio", "min_new_token_ratio", "new_token_ratio"):
             setattr(sch, a, self.ratio)
         sch.new_token_ratio_decay = 0.0
@@ -495,12 +512,20 @@ class RealScheduler:
             for r, rid in turns:
                 self.slots[r].req = self._find_req(rid)
                 self.slots[r].reqs.append(self.slots[r].req)
+            self.forcing.order_queue()
             from .abstraction import status
 
             # where each request is before the batch is built: a request in a batch whose
             # allocation fails is in no queue afterwards, and the model keeps it where it was
             self.pre_status = [status(self, sl) for sl in self.slots]
+            rb = sch.running_batch
+            if EAGER_ADMISSION:
+                self._eager_admission()
+            full_before = bool(getattr(rb, "batch_is_full", False))
+            finished_before = sum(1 for q in rb.reqs if q.finished())
+            waiting_before = len(sch.waiting_queue)
             batch = self._next_batch()
+            self.prefill_skipped = _why_no_prefill(self, batch, full_before, finished_before, waiting_before)
             if batch:
                 result = self._run_batch(batch)
                 sch.process_batch_result(batch, result)
@@ -515,12 +540,33 @@ class RealScheduler:
             return
         finally:
             self.forcing.after_step()
+        if self.cfg.hicache:
+            self._ack_write_through()
         if not batch:  # the event loop's idle housekeeping, with its memory check (strict: a leak raises)
             self.idle = self._check(getattr(sch, "self_check_during_idle", None) or sch.on_idle)
         sch.last_batch = batch
         self.last_batch = batch
         self.last_mode = "none" if not batch else ("extend" if batch.forward_mode.is_extend() else "decode")
         self.busy = self._busy_check()
+
+    def _ack_write_through(self) -> None:
+        """A HiCache write-through locks its node until SGLang acknowledges the copy, at the start
+        of the next pass (`check_hicache_events` -> `writing_check`); the model has no such lock
+        (the copy is done within the iteration). SGLang's own `writing_check` runs here, at the
+        end of the iteration, before the checks read the counters (the busy check sums evictable
+        and protected either way)."""
+        self.inner_tree.writing_check()
+
+    def _eager_admission(self) -> None:
+        """Diagnostic only ($KVMC_SGLANG_EAGER_ADMISSION=1, bench/sglang_walks.py --eager-admission):
+        admission as the model has it, every pass. Clears `running_batch.batch_is_full` and filters
+        finished requests out of the running batch (SGLang's own `filter_batch`, one pass earlier
+        than update_running_batch would), so a walk can be compared past the abstraction."""
+        rb = self.sch.running_batch
+        if hasattr(rb, "batch_is_full"):
+            rb.batch_is_full = False
+        if any(q.finished() for q in rb.reqs):
+            rb.filter_batch()
 
     def _next_batch(self) -> Any:
         """`get_next_batch_to_run`; from 0.5.18 it takes the running and last batch and returns a
@@ -577,7 +623,9 @@ class RealScheduler:
         s = setup()
         reqs = getattr(batch, "reqs", None)
         if reqs is None:
-            by_row = {sl.req.req_pool_idx: sl.req for sl in self.slots if sl.req is not None}
+            from .abstraction import row_idx
+
+            by_row = {row_idx(sl.req): sl.req for sl in self.slots if sl.req is not None}
             reqs = [by_row[int(i)] for i in batch.req_pool_indices.tolist()]
         ids = [token(self.cfg, self.p, self.slot_of_req(q), len(q.origin_input_ids) + len(q.output_ids)) for q in reqs]
         return s["utils"].GenerationBatchResult(logits_output=None, next_token_ids=torch.tensor(ids, dtype=torch.int64),
@@ -647,6 +695,23 @@ def _make(cls: Any, **kw: Any) -> Any:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:240]
+
+
+def _why_no_prefill(h: RealScheduler, batch: Any, full_before: bool, finished_before: int, waiting_before: int) -> str:
+    """Why no prefill ran although a request waited, when the reason is scheduler state kvmc does
+    not model (docs/releases.md, `batch_is_full`): the flag a NO_TOKEN verdict or a full row budget
+    set in an earlier pass (kept across passes except with hybrid SWA), or finished requests that
+    stay in the running batch until update_running_batch filters them and still count against
+    max_running_requests. Empty when a prefill ran or nobody waited. Only names the cause; the
+    replay still compares the states."""
+    if waiting_before == 0 or (batch and batch.forward_mode.is_extend()) or h.sch.chunked_req is not None:
+        return ""
+    if full_before and not h.hybrid:
+        return "running_batch.batch_is_full (set by an earlier pass) skipped admission"
+    if finished_before and finished_before + len(h.sch.running_batch.reqs) >= h.p.req_pool_size:
+        return (f"{finished_before} finished request(s) still in the running batch counted against "
+                "max_running_requests (batch_is_full set)")
+    return ""
 
 
 def _failing_batch_reqs(e: BaseException) -> list[Any]:
@@ -719,14 +784,39 @@ def _parse_args(sch: Any, sa: Any) -> None:
     # added by later releases (0.5.18): read off the server args as the constructor does
     sch.enable_session_radix_cache = getattr(sa, "enable_session_radix_cache", False)
     sch.enable_unified_memory = getattr(sa, "enable_unified_memory", False)
+    sch.enable_unified_cache_external_linker = getattr(sa, "enable_unified_cache_external_linker", False)  # 0.5.20+
+    sch.enable_lmcache = getattr(sa, "enable_lmcache", False)  # 0.5.22+
+    sch.attn_dp_enabled = False  # 0.5.22+: get_parallel().attn_dp_enabled (one rank, no DP attention)
     sch.enable_dp_attention = getattr(sa, "enable_dp_attention", False)
     envs = importlib.import_module("sglang.srt.environ").envs
     if hasattr(envs, "SGLANG_MAX_NEW_TOKENS_LIMIT"):
         sch.max_new_tokens_limit = envs.SGLANG_MAX_NEW_TOKENS_LIMIT.get()
     sch.nccl_port = 0
     sch.forward_ct = 0
+    sch.processed_tokens_counter = 0  # 0.5.20+: the HRRN policy's aging axis, set first thing in __init__
+    sch.cur_batch_for_debug = None
     sch.cur_batch = None
     del s
+
+
+def _publish(s: dict[str, Any], sa: Any) -> None:
+    """Install the server args as the scheduler process's config. From 0.5.21 the ranks come from
+    the launcher's placement (`runtime_context.publish(..., ranks=SpawnRanks(...))`, what
+    `run_scheduler_process` does); the harness is rank 0 of a one-process world on device 0."""
+    try:
+        rc = importlib.import_module("sglang.srt.runtime_context")
+    except ImportError:
+        rc = None
+    if rc is not None and hasattr(rc, "SpawnRanks") and hasattr(rc, "publish"):
+        rc.publish(sa, role="scheduler", ranks=rc.SpawnRanks(world_rank=0, dp_rank=None, gpu_id=0))
+        # 0.5.22+ reads the process groups from the runtime context too (what building the groups
+        # writes there): the one-rank stand-ins, no CPU (gloo) groups
+        names = rc._parallel_fields() if hasattr(rc, "_parallel_fields") else ()
+        groups = {n: (None if n.endswith("_cpu_group") else _group()) for n in names if n.endswith("_group")}
+        if groups:
+            rc.get_parallel().override_permanently(**groups)
+    else:
+        s["sa_mod"].set_global_server_args_for_scheduler(sa)
 
 
 def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
@@ -750,8 +840,11 @@ def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
     for g in ("tp_cpu_group", "attn_tp_cpu_group", "attn_cp_cpu_group", "dp_tp_cpu_group"):
         setattr(sch, g, None)
     sch.pad_input_ids_func = None
-    gsa = s["sa_mod"].get_global_server_args()
-    gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
+    try:
+        gsa = s["sa_mod"].get_global_server_args()
+        gsa.pp_max_micro_batch_size = max(p.req_pool_size, 1)
+    except (AttributeError, RuntimeError):  # 0.5.19: read-only server args; 0.5.20: get_global_server_args
+        pass  # retired: the runtime context below carries it
     sch.min_free_slots_delayer = None  # 0.5.18: only DFlash or --min-free-slots-delay build one
     try:  # 0.5.18 keeps the micro-batch size in its runtime context, as init_model_worker overrides it
         rc = importlib.import_module("sglang.srt.runtime_context")
@@ -807,20 +900,24 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     s = setup()
     _parse_args(sch, sa)
     comps = importlib.import_module("sglang.srt.managers.scheduler")
-    ps_cls = comps.ParallelState
-    sch.ps = ps_cls.trivial() if hasattr(ps_cls, "trivial") else _make(ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
-                   attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
-                   moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
+    ps_cls = getattr(comps, "ParallelState", None)  # 0.5.21+: none; ranks come from the runtime context
+    if ps_cls is None:
+        sch.ps = None
+    else:
+        sch.ps = ps_cls.trivial() if hasattr(ps_cls, "trivial") else _make(
+            ps_cls, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, dp_rank=None, dp_size=1, attn_tp_rank=0,
+            attn_tp_size=1, attn_cp_rank=0, attn_cp_size=1, attn_dp_rank=0, attn_dp_size=1, moe_ep_rank=0,
+            moe_ep_size=1, moe_dp_rank=0, moe_dp_size=1, gpu_id=0)
     sch.model_config = facts
     sch.dllm_config = None
     sch.tokenizer = None
     sch.is_generation = True  # init_tokenizer's reading of the model config
     _resolved_impl(facts)
     mc = comps.SchedulerMetricsCollector
-    sch.metrics_collector_context = mc.init_new(server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
-                                                enable_priority_scheduling=sch.enable_priority_scheduling,
-                                                enable_lora=sch.enable_lora,
-                                                enable_hierarchical_cache=sch.enable_hierarchical_cache)
+    sch.metrics_collector_context = _make(mc.init_new, server_args=sa, ps=sch.ps, tp_rank=0, pp_rank=0, dp_rank=None,
+                                          enable_priority_scheduling=sch.enable_priority_scheduling,
+                                          enable_lora=sch.enable_lora,
+                                          enable_hierarchical_cache=sch.enable_hierarchical_cache)
     sch.metrics_collector = sch.metrics_collector_context.collector
     sch.ipc_channels = SimpleNamespace(send_to_tokenizer=h.sink_tok, send_to_detokenizer=h.sink_detok,
                                        recv_from_tokenizer=None, recv_from_rpc=None, send_metrics_from_scheduler=None)
@@ -837,10 +934,12 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     except ImportError:
         ng = None
     if ng is not None:
-        worker.model_runner.ngram_embedding_manager = ng.NgramEmbeddingManager.from_model(
+        worker.model_runner.ngram_embedding_manager = _make(  # 0.5.19 drops server_args
+            ng.NgramEmbeddingManager.from_model,
             model=None, model_config=facts, req_to_token_pool=h.req_to_token_pool, server_args=sa,
             max_running_requests=h.p.req_pool_size, device="cpu")
-    res = s["kvb"].build_kv_cache(
+    res = _make(  # the arguments this release's build_kv_cache takes (0.5.21+: no ps)
+        s["kvb"].build_kv_cache,
         server_args=sa, model_config=facts, tp_worker=worker, page_size=sch.page_size, spec_algorithm=sch.spec_algorithm,
         attn_tp_cpu_group=None, tp_cpu_group=None, attn_cp_cpu_group=None, enable_metrics=False,
         enable_kv_cache_events=False, ps=sch.ps, tp_group=sch.tp_group, pp_group=sch.pp_group,
@@ -851,12 +950,16 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.decode_offload_manager = None
     sch.init_running_status()
     sch.init_chunked_prefill()
+    if hasattr(sch, "maybe_init_dynamic_chunk_sizer"):  # 0.5.20+: None unless dynamic chunking is on
+        sch.maybe_init_dynamic_chunk_sizer()
     if hasattr(sch, "init_diffusion_llm"):
         sch.init_diffusion_llm()
     rep = comps.SchedulerMetricsReporter
-    sch.metrics_reporter = rep(scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
+    sch.metrics_reporter = _make(rep, scheduler=sch, tp_rank=0, pp_rank=0, dp_rank=None,
                                metrics_collector_context=sch.metrics_collector_context,
                                metrics_collector=sch.metrics_collector)
+    if hasattr(sch.metrics_reporter, "scheduler_stage_metrics"):  # 0.5.20+: read by the invariant checker
+        sch.scheduler_stage_metrics = sch.metrics_reporter.scheduler_stage_metrics
     sch.init_schedule_policy()
     sch.watchdog = None
     sch.memory_saver_adapter = SimpleNamespace(enabled=False)
@@ -867,6 +970,8 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_overlap()
     sch.maybe_init_ngram_embedding()
     sch.init_deterministic_inference_config()
+    if hasattr(sch, "init_dsa_kpool_truncation_align"):  # 0.5.20+: DSA models only
+        sch.init_dsa_kpool_truncation_align()
     sch.init_weight_updater()
     sch.init_request_dispatcher()
     sch.init_lora_drainer()
@@ -877,6 +982,8 @@ def _build_components(sch: Any, sa: Any, worker: _NoModelWorker, facts: Any, h: 
     sch.init_pool_stats_observer()
     sch.init_invariant_checker()
     sch.init_kv_events_publisher()
+    if hasattr(sch, "init_load_publisher"):  # 0.5.19+: router-facing load reporting (a no-op off rank 0)
+        sch.init_load_publisher()
     sch.init_load_inquirer()
     sch.init_output_streamer()
     sch.init_batch_result_processor()
@@ -892,8 +999,10 @@ def _unified_hicache() -> bool:
     return hasattr(mod.UnifiedRadixCache, "init_hicache")
 
 
-def _plain_host_tensor(dims: Any, dtype: Any, device: Any, pin_memory: bool = False, allocator: Any = None) -> Any:
-    """HiCache's host buffer as a plain CPU tensor: CPU torch cannot `cudaHostRegister` (nor pin)."""
+def _plain_host_tensor(dims: Any, dtype: Any, device: Any, pin_memory: bool = False, allocator: Any = None,
+                       **_: Any) -> Any:
+    """HiCache's host buffer as a plain CPU tensor: CPU torch cannot `cudaHostRegister` (nor pin);
+    later releases' registration options (0.5.19: `registration_granularity_bytes`) mean nothing here."""
     del pin_memory, allocator
     return torch.empty(dims, dtype=dtype, device=device)
 

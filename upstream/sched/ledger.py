@@ -29,7 +29,7 @@ from typing import Any
 
 from model.state import CHUNKED, RUNNING
 
-from .abstraction import failed_rows, req_len, status, tree_nodes, view
+from .abstraction import _sessions, failed_rows, req_len, row_idx, slot_holds_kv, status, tree_nodes, view
 
 
 @dataclass
@@ -164,7 +164,7 @@ def real_ledger(h: Any) -> RealLedger:
         if sl.req is None or status(h, sl) not in (RUNNING, CHUNKED):
             continue
         req = sl.req
-        i = req.req_pool_idx
+        i = row_idx(req)
         if i is None:
             continue
         held_rows.add(i)
@@ -181,10 +181,9 @@ def real_ledger(h: Any) -> RealLedger:
     sf: list[int] = []
     ss: list[int] = []
     nses: list[int] = []
-    slots = getattr(h.tree, "slots", None)
-    for sid, slot in (slots.items() if isinstance(slots, dict) else []):
-        i = slot.req_pool_idx
-        if not slot.is_holding_kv or i in held_rows:
+    for sid, slot in _sessions(h).items():
+        i = row_idx(slot)
+        if not slot_holds_kv(slot) or i in held_rows:
             continue
         nses.append(i)
         P, A = req_len(slot, "cache_protected_len"), req_len(slot, "kv_allocated_len")

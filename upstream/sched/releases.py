@@ -6,7 +6,7 @@ A checked-in counterexample is a design "current without fix X" (model/designs.p
 * V has X: the trace's events must run on V without breaking the property (`events`).
 
 The adapters (upstream/sched/harness.py) speak two scheduler families: the monolithic scheduler
-of 0.5.10.post1 .. 0.5.12.post1 and the component scheduler of 0.5.13 .. 0.5.18; a release outside
+of 0.5.10.post1 .. 0.5.12.post1 and the component scheduler of 0.5.13 .. 0.5.23; a release outside
 them is bad input (no adapter), as is a trace a real scheduler cannot run (`not_replayable`: EAGLE
 needs the draft and target models, a planted kvmc mutant has no SGLang counterpart, ...).
 """
@@ -23,7 +23,8 @@ from ..releases import release as registry_release
 
 # releases the scheduler adapters have been run on (the API families of upstream/releases.py)
 ADAPTED = {"0.5.10.post1": "monolithic", "0.5.11": "monolithic", "0.5.12.post1": "monolithic",
-           "0.5.13": "components", "0.5.17": "components", "0.5.18": "components"}
+           "0.5.13": "components", "0.5.17": "components", "0.5.18": "components", "0.5.19": "components",
+           "0.5.20": "components", "0.5.21": "components", "0.5.22": "components", "0.5.23": "components"}
 
 
 def version_key(v: str) -> tuple[int, ...]:
