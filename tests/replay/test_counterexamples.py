@@ -52,7 +52,8 @@ def test_findings_are_in_the_corpus_and_have_no_fix() -> None:
         if _id(f) in FINDING_FILES:
             t = itf.read(f)
             assert fixed_design(t).name == t.design.name
-            assert replay_events(t, fixed_design(t)).violations, _id(f)
+            if t.loop is None:  # a lasso's loop is replayed by test_replays_as_pinned
+                assert replay_events(t, fixed_design(t)).violations, _id(f)
 
 
 @pytest.mark.parametrize("path", FIXED, ids=_id)

@@ -70,8 +70,8 @@ def test_chunk_cap_finding_reproduces_on_0_5_18_and_not_before_the_hatch() -> No
 @pytest.mark.parametrize("version", ["0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"])
 def test_corpus_on_the_newest_releases(version: str) -> None:
     """0.5.19 .. 0.5.23 have every fix the corpus names: each trace's events run on the release's own
-    scheduler without breaking its property (`passed`), the chunk-cap finding (no fix in any release)
-    reproduces step for step, and EAGLE stays not replayable. Each release's API (ReqKvInfo rows,
+    scheduler without breaking its property (`passed`), the two findings (no fix in any release)
+    reproduce step for step (the stall's loop recurring), and EAGLE stays not replayable. Each release's API (ReqKvInfo rows,
     runtime-context ranks and groups, lock receipts, the composed streaming session) is what the
     adapter must get right for any of this to run."""
     res = sr.replay(version, corpus_files(), root=_root_with(version))
@@ -82,6 +82,9 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
         elif f == "current/hybrid_swa/prompt_prefilled.itf.json":
             assert o["status"] == sr.REPRODUCED, sr.line(o)
             assert f"prompt_prefilled violated on SGLang {version} at step 1" in sr.line(o), sr.line(o)
+        elif f == "v0.5.13/hybrid_swa/progress.itf.json":  # the #23174 stall (findings #2): no release fixes it
+            assert o["status"] == sr.REPRODUCED, sr.line(o)
+            assert f"progress violated on SGLang {version}: the loop" in sr.line(o), sr.line(o)
         else:
             assert o["status"] == sr.PASSED, sr.line(o)
     assert len(got) == len(corpus_files())

@@ -235,3 +235,11 @@ def test_check_confirm_bad_release_is_rejected_before_the_search(tmp_path: Path)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "no scheduler adapter" in lines[0], p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_23174_stall_loops_on_sglang_0_5_13(runs: dict[str, Any]) -> None:
+    """docs/findings.md #2: the lasso of `progress` on the v0.5.13 preset runs on SGLang 0.5.13's own
+    scheduler, its loop three times, the loop's first state recurring each time (no batch runs)."""
+    o = _by_fix(runs["new"])[("v0.5.13", ())]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "progress violated on SGLang 0.5.13: the loop" in o["message"] and "recurring after each" in o["message"]

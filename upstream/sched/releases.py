@@ -62,11 +62,13 @@ def has_fix(version: str, fix: str) -> bool:
 
 
 def fixes_off(design: Design) -> list[str]:
-    """The fixes the trace's design turned off. A design named like `P-without-X[-without-Y][+mutant]`
-    for a preset P (`Design.describe_change`) says which; for any other design, every fix `current`
+    """The fixes the trace's design turned off: none for a preset itself; a design named like
+    `P-without-X[-without-Y][+mutant]` for a preset P (`Design.describe_change`) says which; for any other design, every fix `current`
     has and the design lacks. (A trace read back lists every fix flag kvmc has today, a flag added
     after it was written as off: its name is the record.)"""
     name = design.name.split("+")[0]
+    if name in PRESETS:  # a preset's own trace (a finding): nothing turned off
+        return []
     for p in sorted(PRESETS, key=len, reverse=True):
         if name.startswith(p + "-without-"):
             named = [f for f in name[len(p):].split("-without-") if f]
