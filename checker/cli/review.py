@@ -206,6 +206,23 @@ def _pool_run(jobs: list[Job], n: int, progress: Any = None) -> list[dict[str, A
     return [done[i] for i in range(len(jobs))]
 
 
+def _dispatch(jobs: list[Job], cap: int, flying: dict[Any, int], submit: Any, ready: Any, collect: Any,
+              progress: Any, finished: Any) -> None:
+    """At most `cap` jobs in flight, in order (so `running` is exact): `submit(job)` gives a handle,
+    `ready(handles)` the handles that have finished, `collect(i, handle)` job i's result, handed to
+    `finished`. `flying` (handle -> job index) is the caller's, to stop what is left on an error."""
+    waiting = list(range(len(jobs)))
+    while waiting or flying:
+        while waiting and len(flying) < cap:
+            i = waiting.pop(0)
+            flying[submit(jobs[i])] = i
+            if progress is not None:
+                progress.started(job_label(jobs[i]))
+        for h in ready(list(flying)):
+            i = flying.pop(h)
+            finished(i, collect(i, h))
+
+
 def _pool_parallel(jobs: list[Job], n: int, progress: Any, finished: Any) -> None:
     """At most `n` jobs in flight in a process pool (so `running` is exact); a failed job or an
     interrupt stops the workers at once instead of waiting for the others in `shutdown`."""
@@ -215,17 +232,8 @@ def _pool_parallel(jobs: list[Job], n: int, progress: Any, finished: Any) -> Non
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
     ex = ProcessPoolExecutor(max_workers=min(n, len(jobs)), mp_context=ctx, initializer=_in_pool_worker)
     try:
-        waiting = list(range(len(jobs)))
-        flying: dict[Any, int] = {}
-        while waiting or flying:
-            while waiting and len(flying) < n:
-                i = waiting.pop(0)
-                flying[ex.submit(run_job, jobs[i])] = i
-                if progress is not None:
-                    progress.started(job_label(jobs[i]))
-            ready, _ = wait(list(flying), return_when=FIRST_COMPLETED)
-            for f in ready:
-                finished(flying.pop(f), f.result())
+        _dispatch(jobs, n, {}, lambda j: ex.submit(run_job, j), lambda fs: wait(fs, return_when=FIRST_COMPLETED)[0],
+                  lambda i, f: f.result(), progress, finished)
     except BaseException:
         for p in list(getattr(ex, "_processes", {}).values()):  # stop the others now, not after their jobs
             with contextlib.suppress(Exception):
@@ -259,23 +267,18 @@ def _ray_parallel(jobs: list[Job], progress: Any, finished: Any) -> None:
     from checker.executors.ray_cluster import RETRIES
 
     ex = _ray()
-    cap = ex.capacity()
-    waiting = list(range(len(jobs)))
+
+    def collect(i: int, ref: Any) -> dict[str, Any]:
+        status, res = ex.result(ref)
+        if status == "died":
+            raise RuntimeError(f"job {job_label(jobs[i])} killed its Ray worker each of the {RETRIES + 1} times "
+                               f"it was run ({res}); nothing of it is reported")
+        return res
+
     flying: dict[Any, int] = {}
     try:
-        while waiting or flying:
-            while waiting and len(flying) < cap:
-                i = waiting.pop(0)
-                flying[ex.submit(run_job_on_worker, jobs[i])] = i
-                if progress is not None:
-                    progress.started(job_label(jobs[i]))
-            for ref in ex.wait(list(flying)):
-                i = flying.pop(ref)
-                status, res = ex.result(ref)
-                if status == "died":
-                    raise RuntimeError(f"job {job_label(jobs[i])} killed its Ray worker each of the {RETRIES + 1} times "
-                                       f"it was run ({res}); nothing of it is reported")
-                finished(i, res)
+        _dispatch(jobs, ex.capacity(), flying, lambda j: ex.submit(run_job_on_worker, j), ex.wait, collect, progress,
+                  finished)
     finally:
         ex.cancel(list(flying))
 
