@@ -158,6 +158,9 @@ SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, th
 # 1.2-2.6 s (10-12 s one by one). 60 s before the local queries (on hybrid_swa, `conservation`
 # alone, 60 of 112 s went there for nothing), then 20 s: 20 of the plain hybrid_swa check's 74 s
 JOINT_AFTER_MS = 5_000
+# a z3 resource limit on the same joint query (0: none). Deterministic where the time limit is not
+# (z3 answers a query it settles in preprocessing whatever its timeout): tests set it to force the split
+JOINT_RLIMIT = 0
 NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 # A split level whose cases z3 nearly always gives up on is not asked any more: its cases are split
 # at once (splitting is always sound; only the cost changes). On hybrid_swa_hicache's conservation
@@ -439,6 +442,8 @@ class KInduction:
         solver, params, states, goals, acts = self._encode(k)
         if split_on_unknown:
             solver.set("timeout", min(self.timeout_ms or NO_LIMIT_MS, JOINT_AFTER_MS))
+            if JOINT_RLIMIT:
+                solver.set("rlimit", JOINT_RLIMIT)
         active = [n for n in acts]
         res = HoudiniResult(k, [], [])
         dg = proof_cache.Digest() if self.cache is not None else None

@@ -58,7 +58,7 @@ def test_two_equivalent_candidates_do_not_derive_each_other(monkeypatch: pytest.
 def test_houdini_proves_a_derived_property_without_its_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the joint query given no time, Houdini goes one candidate at a time: the busy checks are
     proved from `conservation` without a step query of their own, and the proof still holds."""
-    monkeypatch.setattr(induction, "JOINT_AFTER_MS", 1)
+    monkeypatch.setattr(induction, "JOINT_RLIMIT", 1)
     system = System(CONFIGS["small"], PRESETS["current"])
     asked: list[str] = []
     real = KInduction._settle

@@ -42,7 +42,7 @@ def ray_ex() -> Any:
 
 @pytest.fixture(autouse=True)
 def _one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(induction, "JOINT_AFTER_MS", 1)  # the driver's joint query gives up: cases follow
+    monkeypatch.setattr(induction, "JOINT_RLIMIT", 1)  # the driver's joint query gives up: cases follow
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def local_proof(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, set[str]
     """`no_decode_oom` on the local forked case workers: the reference."""
     d = tmp_path_factory.mktemp("local-cache")
     mp = pytest.MonkeyPatch()
-    mp.setattr(induction, "JOINT_AFTER_MS", 1)
+    mp.setattr(induction, "JOINT_RLIMIT", 1)
     try:
         res = _prove(PROVED, d)
     finally:
