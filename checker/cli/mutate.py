@@ -48,8 +48,27 @@ def _check_writable(path: str | None, flag: str) -> None:
         raise UsageError(f"{flag} {path!r}: its folder {str(parent)!r} does not exist or is not writable; give a writable path")
 
 
+def _report(args: argparse.Namespace, outcomes: list[Any], configs: list[str], seconds: float,
+            partial: str = "") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The kill tables and the JSON report of `outcomes`, written to --save and --markdown
+    (atomically); `partial` says why they are not every selected mutant."""
+    from checker.mutation.mutate import render_markdown, summary
+
+    argv = " ".join(sys.argv[1:]) if sys.argv[1:2] == ["mutate"] else "mutate ..."
+    rows = summary(outcomes, lambda o: o.module)
+    data = dict(command=f"kvmc {argv}", budget_s=args.budget, seed=args.seed, configs=configs, seconds=round(seconds, 1),
+                machine=f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end",
+                partial=partial or None, by_module=rows, outcomes=[o.as_dict() for o in outcomes])
+    if args.save:
+        _write(args.save, json.dumps(data, indent=1) + "\n")
+    if args.markdown:
+        md = render_markdown(outcomes, args.budget, data["command"], data["machine"])
+        _write(args.markdown, (f"**Partial: {partial}.**\n\n" if partial else "") + md + "\n")
+    return rows, data
+
+
 def cmd_mutate(args: argparse.Namespace) -> int:
-    from checker.mutation.mutate import mutate, render_markdown, render_text, select, summary
+    from checker.mutation.mutate import mutate, render_text, select
     from checker.mutation.operators import OPERATORS, transitions
 
     if args.module is not None and not transitions(args.module):
@@ -93,21 +112,18 @@ def cmd_mutate(args: argparse.Namespace) -> int:
                progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)), into=outcomes)
     except interrupt.Interrupted as e:  # every child is stopped by now: report the mutants settled so far
         done = [o for o in outcomes if o.status != "pending"]
-        print(f"kvmc: interrupted by {e.name} after {len(done)} of {len(ms)} mutants; their results follow",
-              file=sys.stderr, flush=True)
-        if done and not args.json:
-            print(render_text(done, args.budget))
+        for o in done:  # a survivor the interrupt caught before its classification
+            if o.status == "survived" and not o.gap:
+                o.gap, o.evidence = "unclassified", o.evidence or "not classified: the run was interrupted first"
+        print(f"kvmc: interrupted by {e.name} after {len(done)} of {len(ms)} mutants; their results follow"
+              + (" (and are saved, marked partial)" if args.save or args.markdown else ""), file=sys.stderr, flush=True)
+        if done:  # a partial report is still a report: --save and --markdown get it, marked as such
+            _report(args, done, configs, time.perf_counter() - t0, partial=f"interrupted by {e.name} after {len(done)} "
+                    f"of {len(ms)} mutants")
+            if not args.json:
+                print(render_text(done, args.budget))
         return e.exit_code
-    seconds = time.perf_counter() - t0
-    argv = " ".join(sys.argv[1:]) if sys.argv[1:2] == ["mutate"] else "mutate ..."
-    rows = summary(outcomes, lambda o: o.module)
-    data = dict(command=f"kvmc {argv}", budget_s=args.budget, seed=args.seed, configs=configs, seconds=round(seconds, 1),
-                machine=f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end",
-                by_module=rows, outcomes=[o.as_dict() for o in outcomes])
-    if args.save:
-        _write(args.save, json.dumps(data, indent=1) + "\n")
-    if args.markdown:
-        _write(args.markdown, render_markdown(outcomes, args.budget, data["command"], data["machine"]) + "\n")
+    rows, data = _report(args, outcomes, configs, time.perf_counter() - t0)
     if args.json:
         print(json.dumps(data, indent=1))
     else:

@@ -194,10 +194,35 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
         b = baselines.get(c)
         return b.witness.get(p) if b is not None else None
 
+    same: list[str] = []  # configs where the mutant's step builds the model's very terms
+    differ: set[str] = set()  # configs where it does not (or there is no baseline to compare with)
+    raised: dict[str, BaseException] = {}  # configs where its symbolic step raised (BMC would too)
+
+    def differs(c: str) -> bool:
+        """Whether the step on `c` differs from the model's at all (as terms); where it does not,
+        nothing can kill the mutant there, so no engine's time is spent on it."""
+        if c not in baselines or c in raised or c in differ:
+            return True
+        try:
+            if relevant(c, design, baselines[c]):
+                differ.add(c)
+                return True
+        except Exception as e:  # kept, and raised where the BMC would meet it (step 2)
+            if not _in_model(e):
+                raise
+            raised[c] = e
+            return True
+        same.append(c)
+        return False
+
     try:
         # 1. explicit, breadth first over the parameter points, each config with a share of the
-        # time (its own baseline time, a few times over, when that is less)
+        # time (its own baseline time, a few times over, when that is less); first a config's
+        # relevance (its step's terms, a second at most), cheap next to its search
         for i, c in enumerate(order):
+            tell(dict(engine="relevance", config=c))
+            if not differs(c):
+                continue
             base = baselines.get(c)
             share = left() * EXPLICIT_SHARE / (len(order) - i)
             if base is not None:
@@ -228,9 +253,13 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
         for i, c in enumerate(order):
             if left() < 1:
                 break
-            tell(dict(engine="relevance", config=c))
             checked += 1
-            if c in baselines and not relevant(c, design, baselines[c]):
+            if c in same:
+                continue
+            if c in raised:
+                raise raised[c]
+            tell(dict(engine="relevance", config=c))
+            if not differs(c):
                 continue
             live.append(c)
             until = time.perf_counter() + left() * RANDOM_SHARE / (len(order) - i)

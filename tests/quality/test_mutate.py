@@ -114,3 +114,34 @@ def test_summary_counts_and_rate() -> None:
     (row,) = summary(os_, lambda o: o.module)
     assert (row["killed"], row["survived"], row["equivalent"], row["unreached"]) == (1, 1, 1, 1)
     assert row["kill_rate"] == pytest.approx(0.5)
+
+
+def test_an_interrupted_run_saves_what_it_settled_marked_partial(tmp_path: Path) -> None:
+    """Ctrl-C after the first mutant: --save and --markdown still get that mutant, marked partial
+    (a long measurement stopped at a deadline keeps what it measured); exit 130."""
+    import signal
+
+    save, md = tmp_path / "m.json", tmp_path / "m.md"
+    p = subprocess.Popen([sys.executable, "-m", "checker.cli", "mutate", "--module", "allocator", "--config", "small",
+                          "--operator", "drop", "--budget", "120", "--save", str(save), "--markdown", str(md)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stderr is not None
+        for line in p.stderr:  # progress lines; the first settled mutant says "[1/N]"
+            if line.startswith("[1/"):
+                break
+        else:
+            pytest.fail("the run ended before settling a mutant")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err
+    data = json.loads(save.read_text())
+    assert data["partial"] and "interrupted by SIGINT" in data["partial"]
+    settled = [o for o in data["outcomes"] if o["status"] != "unreached"]
+    assert settled and all(o["status"] in ("killed", "survived", "equivalent", "invalid") for o in settled)
+    assert md.read_text().startswith("**Partial: interrupted by SIGINT")
+    assert "kill rate" in out
