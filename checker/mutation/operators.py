@@ -155,7 +155,7 @@ def _bound_before(fn: ast.FunctionDef) -> dict[int, set[str]]:
         a = f.args
         return {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]} | ({a.vararg.arg} if a.vararg else set())
 
-    def stores(st: ast.stmt) -> set[str]:
+    def stores(st: ast.AST) -> set[str]:
         return {n.id for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
     def block(body: list[ast.stmt], bound: set[str]) -> None:
@@ -169,7 +169,11 @@ def _bound_before(fn: ast.FunctionDef) -> dict[int, set[str]]:
             for field in ("body", "orelse"):
                 sub = getattr(st, field, None)
                 if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
-                    block(sub, b | stores(st) if isinstance(st, ast.For) else b)
+                    # a loop body sees its target, not the names its own later statements bind:
+                    # dropping the first binding of a name in the body leaves it unbound in the
+                    # first iteration (a NameError, never a mutant worth checking)
+                    loop = isinstance(st, (ast.For, ast.AsyncFor)) and field == "body"
+                    block(sub, b | stores(st.target) if loop else b)  # type: ignore[attr-defined]
             b |= stores(st)
 
     block(fn.body, params(fn))

@@ -3,10 +3,12 @@
 For a mutant (checker/mutation/operators.py) and the configs whose step executes its line
 (checker/mutation/coverage.py), cheapest config first (by the model's own explicit search time):
 
-1. the explicit engine (checker/engines/explicit.py), breadth first over the config's parameter
-   points (`param_points`), each config with a share of the budget;
-2. relevance: the configs where the mutant's step builds other terms than the model's from the
-   free state (where it builds the same, it is the same step, and nothing can kill it there);
+1. relevance, config by config: whether the mutant's step builds other terms than the model's
+   from the free state (where it builds the same, it is the same step, nothing can kill it there,
+   and no engine looks); then, where it differs, the explicit engine (checker/engines/explicit.py),
+   breadth first over the config's parameter points (`param_points`), each config with a share of
+   the budget;
+2. where every config builds the model's terms, the mutant is `equivalent` at once;
 3. random runs drawn over each relevant config's full symbolic bounds (the random engine's wide
    machine, deeper than the explicit search goes);
 4. BMC (checker/engines/bmc.py, with the lemmas and the random engine's seed hunt, no proof, no
