@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-SGLANG_COMMIT = "d55f1c28e223226575d40d4449266630eaf2a277"  # sglang main, 2026-08-18 (merge-base of v0.5.18)
+CURRENT_RELEASE = "0.5.23"  # the release `current` is (its flags are v0.5.23's; PyPI wheels carry no commit id)
 
 
 @dataclass(frozen=True)
@@ -465,16 +465,28 @@ PRESETS: dict[str, Design] = {
         _preset("v0.5.11", _V0511),
         _preset("v0.5.12.post1", _V0512),
         _preset("v0.5.13", _V0513),
-        _preset("current", {**_V0513, "enqueue_clip_max_new": None, "swa_window_headroom": "on",
-                           "swa_gate_fresh_tail": "on", "swa_chunk_cap": "never_fits"}),
         _preset("v0.5.18", _V0518),
         _preset("v0.5.19", _V0519),
         _preset("v0.5.20", _V0520),
         _preset("v0.5.21", _V0521),
         _preset("v0.5.22", _V0522),
         _preset("v0.5.23", _V0523),
+        # `current` is the newest release (issue 27); until 2026-11-25 it was main at d55f1c28 (the
+        # merge-base of 0.5.18), which conformed to no release (docs/releases.md section A)
+        _preset("current", _V0523),
     ]
 }
+
+
+def sglang_release(design_name: str) -> str | None:
+    """The SGLang release a design models: its preset's (a design derived from a preset, like
+    `v0.5.13-without-X` or `current+mutant`, names its preset first); None for a name no preset
+    begins."""
+    base = max((p for p in PRESETS if design_name == p or design_name.startswith((p + "-", p + "+"))),
+               key=len, default=None)
+    if base is None:
+        return None
+    return CURRENT_RELEASE if base == "current" else base.lstrip("v")
 
 
 def preset(name: str) -> Design:

@@ -40,19 +40,10 @@ RELEASES: dict[str, Release] = {
 
 
 def current_release() -> str:
-    """The release the `current` preset claims: `model.designs.CURRENT_RELEASE` where it says so, else
-    the release whose preset has exactly `current`'s flags, else 0.5.18 (`SGLANG_COMMIT` is its
-    merge-base)."""
+    """The release the `current` preset is (`model.designs.CURRENT_RELEASE`)."""
     from model import designs
 
-    named = getattr(designs, "CURRENT_RELEASE", None)
-    if named:
-        return str(named).lstrip("v")
-    cur = designs.preset("current").flags()
-    for r in RELEASES.values():
-        if r.preset and r.preset in designs.PRESETS and designs.preset(r.preset).flags() == cur:
-            return r.version
-    return "0.5.18"
+    return designs.CURRENT_RELEASE
 
 
 def release(version: str) -> Release:
@@ -74,6 +65,14 @@ def preset_releases() -> list[Release]:
 
 
 def preset_pairs() -> list[tuple[str, str]]:
-    """(release, preset) for every preset that names a release, `current` included: what
-    `kvmc conform --all` runs."""
-    return [(r.version, r.preset) for r in preset_releases() if r.preset] + [(current_release(), "current")]
+    """(release, preset) for every preset that names a release: what `kvmc conform --all` runs.
+    `current` is one of them (its flags are its release's preset's), so it is run only where its
+    flags differ from that preset's."""
+    from model import designs
+
+    pairs = [(r.version, r.preset) for r in preset_releases() if r.preset]
+    rel = current_release()
+    twin = next((p for v, p in pairs if v == rel), None)
+    if twin is None or designs.preset(twin).flags() != designs.preset("current").flags():
+        pairs.append((rel, "current"))
+    return pairs

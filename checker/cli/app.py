@@ -58,7 +58,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 # -- list -----------------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
     import model.system  # noqa: F401  (registers every transition)
-    from model.designs import FIXES, PRESETS, SGLANG_COMMIT
+    from model.designs import CURRENT_RELEASE, FIXES, PRESETS
     from model.mutants import available
     from model.transition import REGISTRY
     from specs.configs import CONFIGS
@@ -69,7 +69,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     mutants = available()
     data = {
-        "sglang_commit": SGLANG_COMMIT,
+        "current_release": CURRENT_RELEASE,
         "designs": {n: {f: v for f, v in d.fixes.items()} for n, d in PRESETS.items()},
         "fixes": {f.name: {"pr": f.pr, "commit": f.commit, "first_tag": f.first_tag, "summary": f.summary,
                            "variants": list(f.variants), "off": f.off} for f in FIXES.values()},
@@ -84,7 +84,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
-    print(f"kvmc models SGLang's scheduler KV memory at sglang {SGLANG_COMMIT[:12]}\n")
+    print(f"kvmc models SGLang's scheduler KV memory, release by release (current = {CURRENT_RELEASE})\n")
     print("designs (release presets; fixes on):")
     for n, d in PRESETS.items():
         on = [f if v == FIXES[f].variants[0] else f"{f}={v}" for f, v in d.fixes.items() if v]
@@ -419,7 +419,7 @@ def _proof_words(proof: dict[str, Any]) -> str:
 
 
 def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool, interrupted: str = "") -> str:
-    from model.designs import SGLANG_COMMIT
+    from model.designs import sglang_release
     from model.system import System
     from specs.configs import CONFIGS
 
@@ -427,7 +427,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
     from checker.traces.trace import step_table
     from checker.verdict import Verdict
 
-    out = [f"design {report.design.name}  (sglang {SGLANG_COMMIT[:12]}, depth {report.depth})"]
+    release = sglang_release(report.design.name)
+    out = [f"design {report.design.name}  (" + (f"sglang {release}, " if release else "") + f"depth {report.depth})"]
     if interrupted:
         out.append(f"INTERRUPTED by {interrupted}: what follows is what was established before")
     for c in report.configs:
@@ -600,12 +601,12 @@ def version_text() -> str:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    from model.designs import PRESETS, SGLANG_COMMIT
+    from model.designs import CURRENT_RELEASE, PRESETS
 
     releases = [n for n in PRESETS if n != "current"]
     return (f"kvmc {dist('kvmc')}\n"
             f"z3 {dist('z3-solver')}\n"
-            f"sglang: the `current` design models main at {SGLANG_COMMIT[:12]} (see kvmc list); "
+            f"sglang: the `current` design is release {CURRENT_RELEASE} (see kvmc list); "
             f"release presets {', '.join(releases)}")
 
 

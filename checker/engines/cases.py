@@ -30,6 +30,7 @@ class Case:
     random_examples: int = 300
     random_depth: int = 0  # stateful_step_count for the random engine (0: depth + 2)
     random_out_of_reach: str = ""  # why the random engine is not expected to find it (empty: it must)
+    base: str = "current"  # the preset the bug is planted in (EAGLE v1's config needs a release that ships it)
 
     def cfg(self) -> Config:
         from checker.engines.agreement import pinned
@@ -40,8 +41,8 @@ class Case:
         from model.mutants import available
 
         if self.name in available():
-            return PRESETS["current"].with_mutants(frozenset({self.name}))
-        return PRESETS["current"].with_fix(self.name, None)
+            return PRESETS[self.base].with_mutants(frozenset({self.name}))
+        return PRESETS[self.base].with_fix(self.name, None)
 
     @property
     def steps_for_random(self) -> int:
@@ -53,6 +54,7 @@ _PAGED = dict(full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(1, 2), warm_
 _SWA = dict(full_tokens=(12, 12), swa_tokens=(8, 8), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
             input_len=(3, 3), max_new_tokens=(2, 2))
 _SESS = dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2))
+_V1 = "v0.5.13"  # the newest preset with EAGLE v1 (spec_topk); `current` runs spec v2 only
 
 MUTANT_CASES: list[Case] = [
     Case("req_slot_not_taken", "small", "conservation", 1, _SMALL),
@@ -64,31 +66,37 @@ MUTANT_CASES: list[Case] = [
          dict(full_tokens=(7, 7), input_len=(4, 4), max_new_tokens=(1, 1), warm_len=(0, 0), req_pool_size=(1, 1),
               max_prefill_tokens=(4, 4))),
     Case("session_slot_counted_after_release", "sessions", "conservation", 2, _SESS),
-    Case("save_from_req_forgets_protected", "sessions", "conservation", 2, _SESS),
+    # save_from_req copies a turn's KV into the slot up to 0.5.21; from 0.5.22 the slot owns the
+    # record from the first turn's row allocation (session_record=owned_at_alloc) and nothing is copied
+    Case("save_from_req_forgets_protected", "sessions", "conservation", 2, _SESS, base="v0.5.21"),
     Case("retract_forgets_free", "sessions", "conservation", 3, _SESS),
     Case("finished_tail_freed_twice", "paged", "conservation", 1, _PAGED),
     Case("finish_frees_overalloc_from_floor", "paged", "conservation", 1, _PAGED),
-    Case("alloc_decode_page_off_by_one", "paged", "conservation", 2, _PAGED),
+    Case("alloc_decode_page_off_by_one", "paged", "conservation", 2,
+         dict(full_tokens=(8, 8), chunked_prefill_size=(2, 2), input_len=(1, 1), max_new_tokens=(2, 2), warm_len=(0, 0))),
     Case("swa_alloc_skips_swa_pool", "hybrid_swa", "conservation", 1, _SWA),
-    Case("evict_swa_ignores_protected", "hybrid_swa", "conservation", 2, _SWA),
+    Case("evict_swa_ignores_protected", "hybrid_swa", "conservation", 2,
+         dict(full_tokens=(5, 5), swa_tokens=(4, 4), sliding_window_size=(1, 1), chunked_prefill_size=(2, 2),
+              input_len=(1, 1), max_new_tokens=(1, 2))),
     Case("evict_ignores_swa_shortfall", "hybrid_swa", "no_prefill_oom", 3,
          dict(input_len=(3, 6), max_new_tokens=(1, 1))),
     Case("chunked_req_ignores_rem_swa", "hybrid_swa", "no_prefill_oom", 2,
-         dict(full_tokens=(9, 9), swa_tokens=(5, 5), sliding_window_size=(1, 1), chunked_prefill_size=(3, 3),
-              max_prefill_tokens=(8, 8), input_len=(1, 6), max_new_tokens=(1, 1))),
+         dict(full_tokens=(7, 7), swa_tokens=(4, 4), sliding_window_size=(3, 3), chunked_prefill_size=(3, 3),
+              max_prefill_tokens=(8, 8), input_len=(1, 5), max_new_tokens=(1, 1))),
     Case("decode_mem_checks_full_pool_only", "hybrid_swa", "no_decode_oom", 3,
          dict(full_tokens=(16, 16), swa_tokens=(5, 5), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
               input_len=(1, 1), max_new_tokens=(3, 3))),
-    Case("evict_swa_skips_free_swa", "hybrid_swa", "conservation", 5,
+    Case("evict_swa_skips_free_swa", "hybrid_swa", "conservation", 4,
          dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
               input_len=(2, 2), max_new_tokens=(6, 6), req_pool_size=(1, 1))),
-    Case("insert_ignores_swa_evicted", "hybrid_swa", "conservation", 5,
-         dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
-              input_len=(2, 2), max_new_tokens=(5, 5), req_pool_size=(1, 1))),
+    # 0.5.18+ inserts with swa_evicted_seqlen at the first chunk stash (unfinished_swa_release)
+    Case("insert_ignores_swa_evicted", "hybrid_swa", "conservation", 1,
+         dict(full_tokens=(7, 7), swa_tokens=(5, 5), sliding_window_size=(1, 1), chunked_prefill_size=(3, 3),
+              max_prefill_tokens=(8, 8), input_len=(1, 3), max_new_tokens=(1, 2))),
     Case("load_back_skips_swa_alloc", "hybrid_swa_hicache", "conservation", 1,
          dict(input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 1), warm_host=(1, 1))),
     Case("verify_keeps_rejected_page", "spec_topk", "conservation", 2,
-         dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4))),
+         dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4)), base=_V1),
     Case("spec_v2_records_short_alloc", "spec_v2", "conservation", 2,
          dict(full_tokens=(24, 24), input_len=(1, 1), max_new_tokens=(3, 3))),
     Case("inc_lock_ref_forgets_protected", "small", "well_formed", 1, _SMALL),
@@ -104,13 +112,13 @@ MUTANT_CASES: list[Case] = [
     Case("decode_runs_retracted_reqs", "sessions", "conservation", 2,
          dict(full_tokens=(9, 9), input_len=(1, 1), max_new_tokens=(2, 2))),
     Case("restore_forgets_protected_len", "sessions", "conservation", 3, _SESS),
-    Case("close_session_while_turn_runs", "sessions", "conservation", 4, _SESS),
+    Case("close_session_while_turn_runs", "sessions", "conservation", 2, _SESS),
     Case("swa_budget_window_unclamped", "hybrid_swa", "no_prefill_oom", 1,
          dict(full_tokens=(10, 10), swa_tokens=(3, 3), sliding_window_size=(8, 8), chunked_prefill_size=(5, 5),
               input_len=(4, 4), max_new_tokens=(1, 1))),
     # free_swa frees nothing until 3 decode steps slide tokens out of the window: max_new_tokens 6 lies
     # outside hybrid_swa's bounds (1-4), so `kvmc check --config hybrid_swa` cannot reach it; the pins can
-    Case("free_swa_keeps_index_mapping", "hybrid_swa", "conservation", 5,
+    Case("free_swa_keeps_index_mapping", "hybrid_swa", "conservation", 4,
          dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
               input_len=(2, 2), max_new_tokens=(6, 6), req_pool_size=(1, 1))),
     Case("load_back_allocs_swa_for_whole_hit", "hybrid_swa_hicache", "conservation", 1,
@@ -118,9 +126,9 @@ MUTANT_CASES: list[Case] = [
     Case("loading_check_skips_evictable_move", "hybrid_swa_hicache", "well_formed", 2,
          dict(input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 1), warm_host=(1, 1), max_new_tokens=(1, 2))),
     Case("verify_keeps_allocated_len", "spec_topk", "conservation", 2,
-         dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4))),
+         dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4)), base=_V1),
     Case("adder_reservation_sign_flipped", "spec_topk", "no_prefill_oom", 2,
-         dict(full_tokens=(15, 15), input_len=(8, 8), max_new_tokens=(1, 5))),
+         dict(full_tokens=(15, 15), input_len=(8, 8), max_new_tokens=(1, 5)), base=_V1),
     # a liveness bug (specs/liveness.py): the depth is the lasso's length (prefix and loop)
     Case("admission_ignores_evictable", "small", "progress", 4,
          dict(full_tokens=(7, 7), input_len=(3, 3), max_new_tokens=(2, 2), warm_len=(0, 0)),

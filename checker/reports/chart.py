@@ -11,7 +11,7 @@ busy-check sum (model/invariant_checker.py `self_check_during_busy`), so a false
 exact, busy check off) is as visible as a real leak.
 
 Abstracted away: which slots (only how many), the req_to_token slot pool (the step table has it).
-SGLang commit modelled: d55f1c28 (see model/designs.py).
+SGLang release modelled: the trace's design (see model/designs.py).
 
 Rendering: `svg()` (inline in the HTML report, no dependency) and `png()` (matplotlib).
 """

@@ -6,7 +6,7 @@ who owns each pool's slots, SGLang's busy check) with the violated property last
 values (checker/traces/explain.py), and above it a stacked chart per pool (checker/reports/chart.py) so a leak, a
 slot owned twice or a false alarm of the busy check stands out. Every number is the model's own
 (ledger, counters, busy check evaluated concretely on the recorded states); nothing re-derives it.
-SGLang commit modelled: d55f1c28.
+SGLang release modelled: the trace's own (`#meta.sglang_release`; model/designs.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import IO, Any
 
-from model.designs import SGLANG_COMMIT
+from model.designs import CURRENT_RELEASE
 from model.system import System
 
 from checker.reports import chart
@@ -162,7 +162,7 @@ def html(trace: Trace) -> str:
              + (f", mutants: {escape(', '.join(sorted(trace.design.mutants)))}" if trace.design.mutants else "")
              + f" &middot; config <b>{escape(trace.cfg.name)}</b> (page_size={trace.cfg.page_size})"
              + f" &middot; {trace.depth} step(s) &middot; engine {escape(trace.engine or '?')}"
-             + f" &middot; sglang {escape(str(m.get('sglang_commit', SGLANG_COMMIT))[:12])}"
+             + f" &middot; sglang {escape(str(m.get('sglang_release') or str(m.get('sglang_commit', CURRENT_RELEASE))[:12]))}"
              + f" &middot; kvmc {escape(str(m.get('kvmc_version', KVMC_VERSION)))}</div>")
     h.append('<div class="meta mono">params ' + escape(" ".join(f"{k}={v}" for k, v in params.items())) + "</div>")
     if violation:

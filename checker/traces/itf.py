@@ -1,7 +1,7 @@
 """Counterexamples as ITF JSON (Apalache ADR-015, the format Quint emits), readable by itf-py.
 
     {"#meta": {... design, fixes, mutants, property, config, depth, engine, kvmc_version,
-               sglang_commit, verdict, violation, patches ...},
+               sglang_release, verdict, violation, patches ...},
      "params": ["full_tokens", ...],          # constants; their values are in every state
      "vars": [<state fields>, "mbt::actionTaken", "mbt::nondetPicks"],
      "states": [{"#meta": {"index": 0}, "full_tokens": {"#bigint": "8"}, ...,
@@ -30,8 +30,8 @@ and the field, in this order of checks:
    no duplicates), `params` (or the parameters among `vars`: a trace in the shape Quint's
    simulator writes), `states`, each state holding exactly those variables and its `#meta.index`;
 2. `#meta`: config, fixes, mutants, patches, property, engine, depth (= the steps), page size,
-   verdict, `kvmc_version` and `sglang_commit` (a malformed one is refused; a well-formed one that
-   differs from this kvmc's is a warning: the re-run below, not the label, decides whether the
+   verdict, `kvmc_version` and `sglang_release` (older traces: `sglang_commit`) (a malformed one is
+   refused; a well-formed one that differs from what this kvmc's design of that name models is a warning: the re-run below, not the label, decides whether the
    trace is one of this model's runs);
 3. types and ranges of every value (statuses, batch kinds, node indices of the config's tree,
    non-negative counts and lengths, parameters);
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from model.config import Params
-from model.designs import FIXES, SGLANG_COMMIT, Design
+from model.designs import CURRENT_RELEASE, FIXES, Design, sglang_release
 from model.state import BOOL_FIELDS, FIELD_NAMES, State
 from model.system import ACTIONS
 
@@ -137,7 +137,7 @@ def to_itf(trace: Trace, meta: dict[str, Any] | None = None) -> dict[str, Any]:
         "source": "kvmc",
         "description": f"kvmc {trace.engine} trace of {trace.prop or 'a run'} on config {trace.cfg.name}, design {trace.design.name}",
         "kvmc_version": KVMC_VERSION,
-        "sglang_commit": SGLANG_COMMIT,
+        "sglang_release": sglang_release(trace.design.name) or CURRENT_RELEASE,
         "design": trace.design.name,
         "fixes": {f: v for f, v in trace.design.flags().items()},
         "mutants": sorted(trace.design.mutants),
@@ -448,13 +448,21 @@ def _check_meta(m: dict[str, Any], cfg: Any, depth: int, file: str) -> list[str]
                        f"verdict {v!r})")
     if (v in VIOLATED or e == "violation") and prop is None:
         raise ItfError(file, "#meta.property", f"missing, but the trace records a violation (verdict {v!r})")
+    if "sglang_release" in m:
+        r = m["sglang_release"]
+        if not isinstance(r, str) or not _VERSION.fullmatch(r):
+            raise ItfError(file, "#meta.sglang_release", f"{r!r} is not a release number (like {CURRENT_RELEASE})")
+        ours = sglang_release(str(m.get("design", "")))
+        if ours is not None and r != ours:
+            warnings.append(f"#meta.sglang_release {r}: design {m.get('design')!r} models SGLang {ours} in this kvmc; "
+                            "the trace was checked against its own #meta.fixes")
     if "sglang_commit" in m:
+        # written by kvmc before 2026-11-26, when `current` modelled SGLang main at a commit
         c = m["sglang_commit"]
         if not isinstance(c, str) or not _HEX40.fullmatch(c):
             raise ItfError(file, "#meta.sglang_commit", f"{c!r} is not a git commit (40 hexadecimal digits)")
-        if c != SGLANG_COMMIT:
-            warnings.append(f"#meta.sglang_commit {c[:12]} is not the SGLang commit this kvmc models ({SGLANG_COMMIT[:12]}); "
-                            "the trace was checked against this model")
+        warnings.append(f"#meta.sglang_commit {c[:12]}: written when kvmc modelled an SGLang commit; this kvmc models "
+                        f"releases (current = {CURRENT_RELEASE}); the trace was checked against its own #meta.fixes")
     if "kvmc_version" in m:
         kv = m["kvmc_version"]
         if not isinstance(kv, str) or not _VERSION.fullmatch(kv):

@@ -179,7 +179,7 @@ def _flip_verdict(d: dict[str, Any], draw: Any) -> Any:
 
 def _falsify_meta(d: dict[str, Any], draw: Any) -> Any:
     m = d["#meta"]
-    k = draw(st.sampled_from(["sglang_commit", "kvmc_version", "depth", "page_size", "config", "design", "engine",
+    k = draw(st.sampled_from(["sglang_commit", "sglang_release", "kvmc_version", "depth", "page_size", "config", "design", "engine",
                               "mutants", "fixes", "format", "patches"]))
     m[k] = draw(st.one_of(WEIRD, st.sampled_from(["0" * 40, "f" * 40, "deadbeef", "9.9.9", "hybrid_swa", "small",
                                                   "sessions", ["verify_keeps_rejected_page"], {"swa_busy_check": None},

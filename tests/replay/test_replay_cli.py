@@ -210,6 +210,10 @@ def _bad_commit(d: dict) -> None:
     d["#meta"]["sglang_commit"] = "not-a-commit"
 
 
+def _bad_release(d: dict) -> None:
+    d["#meta"]["sglang_release"] = "newest"
+
+
 def _bad_version(d: dict) -> None:
     d["#meta"]["kvmc_version"] = "latest"
 
@@ -220,6 +224,7 @@ ISSUE_30 = {
     "deleted vars": (_delete_vars, ": vars:"),
     "deleted params": (_delete_params, ": params:"),
     "malformed sglang_commit": (_bad_commit, "#meta.sglang_commit"),
+    "malformed sglang_release": (_bad_release, "#meta.sglang_release"),
     "malformed kvmc_version": (_bad_version, "#meta.kvmc_version"),
 }
 
@@ -243,14 +248,14 @@ def test_issue_30_corruptions_are_bad_input(kind: str, tmp_path: Path, capsys: p
 
 @needs_valid
 def test_other_commit_or_version_is_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A well-formed `sglang_commit` / `kvmc_version` other than this kvmc's: the trace is re-run
+    """A well-formed `sglang_release` / `kvmc_version` other than this kvmc's: the trace is re-run
     through this model, and replays if it follows it; the difference is said, not hidden."""
     d = _load_valid()
-    d["#meta"]["sglang_commit"] = "0" * 40
+    d["#meta"]["sglang_release"] = "0.5.9"
     d["#meta"]["kvmc_version"] = "0.0.9"
     f = tmp_path / "other.itf.json"
     f.write_text(json.dumps(d))
     rc, out, err = _run(capsys, str(f))
     assert rc == 0 and "reproduced" in out, (out, err)
     warnings = [ln for ln in err.splitlines() if ln.startswith("kvmc: warning:")]
-    assert len(warnings) == 2 and "sglang_commit 000000000000" in warnings[0] and "kvmc 0.0.9" in warnings[1], err
+    assert len(warnings) == 2 and "sglang_release 0.5.9" in warnings[0] and "kvmc 0.0.9" in warnings[1], err

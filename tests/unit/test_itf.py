@@ -45,7 +45,7 @@ def test_roundtrip(trace: Trace, tmp_path: Path) -> None:
 
 def test_meta_and_mbt_convention(doc: dict[str, Any]) -> None:
     m = doc["#meta"]
-    for key in ("design", "fixes", "property", "config", "depth", "engine", "kvmc_version", "sglang_commit"):
+    for key in ("design", "fixes", "property", "config", "depth", "engine", "kvmc_version", "sglang_release"):
         assert key in m, key
     assert m["fixes"]["swa_busy_check"] is None
     s1 = doc["states"][1]
