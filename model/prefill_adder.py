@@ -300,7 +300,27 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
         s1, tmp_top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
         lock = ((True, m.last_device_node, tmp_top),)
         recheck, rc = _token_gates(x, s1, ad, total_tokens, swa_budget, lock, max_new, swa_host)
+        align = x.cfg.truncation_align_size
+
+        def shape(pfx: Any) -> tuple[Any, Any, Any, Any]:
+            """(input tokens, input gate refuses, fits whole, truncated chunk) of an extend from `pfx`,
+            under the chunk limit `rc` as it stands when called (a re-selection below replaces it)."""
+            in_tokens = x.ceil_page(fill - pfx)
+            whole = True if rc is None else in_tokens <= rc
+            trunc = 0 if rc is None else x.floor_page(rc)
+            if rc is not None and align is not None:  # `--truncation-align-size`: too small a chunk is OTHER
+                trunc = x.ite(trunc < align, 0, align * x.fdiv(trunc, align))
+            if rc is not None and x.on("chunk_end_page_align"):
+                trunc = x.floor_page(trunc + pfx) - pfx  # the chunk ends on a page boundary
+            return in_tokens, input_gate(x, ad, in_tokens), whole, trunc
+
         needs_load = x.and_(x.not_(recheck), x.or_(m.host_hit_length > 0, swa_host > 0)) if x.cfg.hicache else False
+        if x.cfg.hicache and x.on("load_back_reselect"):
+            # #39283: init_load_back runs only for an admission `_select_prefill_admission` selected on the
+            # promised prefix (device + host hit): an input gate that refuses, or a chunk truncated to
+            # nothing, is OTHER before any load (v0.5.20:managers/schedule_policy.py:1376-1400, 1459-1530)
+            _t, other_sel, whole_sel, trunc_sel = shape(m.prefix_len + m.host_hit_length)
+            needs_load = x.and_(needs_load, x.not_(other_sel), x.or_(whole_sel, trunc_sel > 0))
         s2, prefix, last = x.branch(
             needs_load,
             lambda: hicache.init_load_back(x, s1, r, m, lock),
@@ -312,15 +332,7 @@ def add_one_req(x: Ctx, s: State, ad: Adder, r: int, m: MatchResult, fresh_slot:
         # the match set cache_protected_len; a load-back resets it to the grown prefix (step 11)
         protected = x.ite(needs_load, prefix, m.cache_protected_len)
         ext = fill - prefix
-        in_tokens = x.ceil_page(ext)
-        other2 = input_gate(x, ad, in_tokens)
-        whole = True if rc is None else in_tokens <= rc
-        trunc = 0 if rc is None else x.floor_page(rc)
-        align = x.cfg.truncation_align_size
-        if rc is not None and align is not None:  # `--truncation-align-size`: too small a chunk is OTHER
-            trunc = x.ite(trunc < align, 0, align * x.fdiv(trunc, align))
-        if rc is not None and x.on("chunk_end_page_align"):
-            trunc = x.floor_page(trunc + prefix) - prefix  # the chunk ends on a page boundary
+        _in_tokens, other2, whole, trunc = shape(prefix)
         admit = x.and_(x.not_(recheck), x.not_(other2), x.or_(whole, trunc > 0))
         ext_admitted = x.ite(whole, ext, trunc)
 
