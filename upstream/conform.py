@@ -28,10 +28,11 @@ from .releases import preset_pairs, preset_releases, release
 
 REPO = Path(__file__).resolve().parent.parent
 ROW_NAMES = (
-    "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "_swa_budget_for_req", "budget_state",
+    "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "add_one_req/swa_ring",
+    "add_chunked_req/swa_ring", "add_one_req/hicache", "_swa_budget_for_req", "budget_state",
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
-    "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa", "UnifiedRadixCache",
-    "UnifiedRadixCache/swa",
+    "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
+    "UnifiedRadixCache", "UnifiedRadixCache/swa",
 )
 
 
@@ -43,6 +44,12 @@ def row_names() -> tuple[str, ...]:
 def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[str], examples: int, seed: int,
             root: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     path = release_path(root, version)
+    from .install import MARKER
+    from .sched.replay import extras_dir
+
+    extras = extras_dir(root)
+    if (extras / MARKER).exists():  # the scheduler module's dependencies: the add_one_req/hicache row builds
+        path = [path[0], path[1], str(extras), *path[2:]]  # SGLang's tree as its scheduler does
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(REPO)]), PYTHONHASHSEED="0")
     cmd = [sys.executable, "-W", "ignore", "-m", "upstream.worker", "--version", version, "--design", design,
            "--examples", str(examples), "--seed", str(seed)]

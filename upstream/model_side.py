@@ -41,9 +41,14 @@ class Pass:
     waiting: tuple[tuple[int, int, bool], ...]  # (input_len, max_new_tokens, shares warm)
     truncation_align: int | None = None
     extra: dict = field(default_factory=dict)
+    # the per-request SWA ring (0.5.20-0.5.22, `swa_req_ring_size` = window): the ReqToTokenPool's rows
+    # (running and chunked requests hold one each); None: the SWA pool pages its tokens
+    ring_rows: int | None = None
 
     def describe(self) -> str:
         sw = f", swa={self.swa}, window={self.window}" if self.swa is not None else ""
+        if self.ring_rows is not None:
+            sw += f", swa_req_ring_size={self.window}, req_rows={self.ring_rows}"
         return (
             f"page_size={self.page_size}, full={self.full}{sw}, chunk={self.chunk}, max_prefill={self.max_prefill}, "
             f"ratio={self.ratio[0]}/{self.ratio[1]}, warm={self.warm}, other_evictable={self.other}, held={self.held}, "
@@ -52,19 +57,23 @@ class Pass:
         )
 
 
-def pass_ctx(sc: Pass, design: Design, warm_nodes: tuple[int, ...] | None = None) -> tuple[Ctx, State]:
+def pass_ctx(sc: Pass, design: Design, warm_nodes: tuple[int, ...] | None = None, hicache: bool = False,
+             warm_device: tuple[bool, ...] | None = None) -> tuple[Ctx, State]:
     """The model's context and state for a pass scenario; `warm_nodes` are the lengths of the nodes
-    SGLang's tree made of the warm prefix (real.path_lengths; default one node)."""
+    SGLang's tree made of the warm prefix (real.path_lengths; default one node). `hicache`: the
+    HiCache config, every warm node backed up on host, `warm_device[a]` whether node a is also on
+    the device (a device prefix of the chain; the rest is host only)."""
     warm_nodes = tuple(warm_nodes) if warm_nodes else ((sc.warm,) if sc.warm else ())
     nr, nc, nw = len(sc.running), 1 if sc.chunked else 0, len(sc.waiting)
     R = nr + nc + nw
-    shares = tuple([False] * (nr + nc) + [w[2] and sc.warm > 0 for w in sc.waiting])
+    shares = tuple([False] * (nr + nc) + [w[2] and sum(warm_nodes) > 0 for w in sc.waiting])
     cfg = Config(
         name="conform",
         doc="a conformance scenario",
         num_reqs=R,
         page_size=sc.page_size,
-        bounds={},
+        # a ring's cost is a constant of the config: one window (model/config.py)
+        bounds={"sliding_window_size": (sc.window, sc.window)} if sc.ring_rows is not None else {},
         hybrid_swa=sc.swa is not None,
         chunked_prefill=sc.chunk is not None,
         shares_warm_prefix=shares,
@@ -72,6 +81,8 @@ def pass_ctx(sc: Pass, design: Design, warm_nodes: tuple[int, ...] | None = None
         private_atoms=1,
         new_token_ratio=sc.ratio,
         truncation_align_size=sc.truncation_align,
+        swa_ring=sc.ring_rows is not None,
+        hicache=hicache,
     )
     inputs = [1] * nr + ([sc.chunked[0]] if sc.chunked else []) + [w[0] for w in sc.waiting]
     mnts = [r[0] for r in sc.running] + ([sc.chunked[2]] if sc.chunked else []) + [w[1] for w in sc.waiting]
@@ -82,12 +93,12 @@ def pass_ctx(sc: Pass, design: Design, warm_nodes: tuple[int, ...] | None = None
         sliding_window_size=sc.window if sc.swa is not None else 0,
         chunked_prefill_size=sc.chunk or 0,
         max_prefill_tokens=sc.max_prefill,
-        req_pool_size=R + 8,
+        req_pool_size=R + 8 if sc.ring_rows is None else sc.ring_rows,
         input_len=tuple(inputs),
         max_new_tokens=tuple(mnts),
         warm_len=warm_nodes,
-        warm_device=(True,) * len(warm_nodes),
-        warm_host=(False,) * len(warm_nodes),
+        warm_device=tuple(warm_device) if warm_device is not None else (True,) * len(warm_nodes),
+        warm_host=(hicache,) * len(warm_nodes),
     )
     x = Ctx(Concrete(), cfg, design, p)
     from model.system import init_state
@@ -98,6 +109,8 @@ def pass_ctx(sc: Pass, design: Design, warm_nodes: tuple[int, ...] | None = None
     s = s.set(full_available=s.full_available - taken, full_evictable_drift=sc.other)
     if sc.swa is not None:
         s = s.set(swa_available=s.swa_available - taken, swa_evictable_drift=sc.other)
+    if sc.ring_rows is not None:  # the running and chunked requests hold a row each (and its ring)
+        s = s.set(req_pool_available=sc.ring_rows - nr - nc)
     for i, (_mnt, out) in enumerate(sc.running):
         s = s.req(i, status=RUNNING, output_len=out)
     if sc.chunked:

@@ -127,9 +127,21 @@ def swa_kv_pool(size: int, size_swa: int, page_size: int) -> Any:
         return m["swa_pool"].SWAKVPool(**kw)
 
 
-def allocator(kind: str, size: int, page_size: int, size_swa: int = 0) -> Any:
-    """A real allocator: "token" (page_size 1), "paged", or "swa" (over a real SWAKVPool)."""
+def allocator(kind: str, size: int, page_size: int, size_swa: int = 0, ring: int | None = None,
+              pool: Any = None) -> Any:
+    """A real allocator: "token" (page_size 1), "paged", or "swa" (over a real SWAKVPool). `ring`:
+    the per-request SWA ring (0.5.20+): the pool's `swa_req_ring_size`, which SGLang sets only
+    on DeepSeek-V4's pool (`deepseek_v4_memory_pool.py`: `get_swa_ring_size(W)` = W without
+    speculative decoding), set here on the real SWAKVPool (the attribute the allocator reads), with
+    the ReqToTokenPool `pool` whose free rows count the rings."""
     m = setup()
+    if ring is not None:
+        kv = swa_kv_pool(size, size_swa, page_size)
+        if not hasattr(kv, "swa_req_ring_size"):
+            raise RuntimeError("this release has no per-request SWA ring (BaseSWAKVPool.swa_req_ring_size, 0.5.20+)")
+        kv.swa_req_ring_size = ring
+        return m["swa_mod"].SWATokenToKVPoolAllocator(size, size_swa, page_size=page_size, dtype=torch.bfloat16,
+                                                      device="cpu", kvcache=kv, need_sort=False, req_to_token_pool=pool)
     if kind == "token":
         return m["token_mod"].TokenToKVPoolAllocator(size, dtype=torch.bfloat16, device="cpu",
                                                      kvcache=kv_pool(size, 1), need_sort=False)
@@ -467,6 +479,13 @@ def add_req_result() -> Any:
 
 
 # -- SGLang's busy-time memory check (0.5.13+: managers/scheduler_components/) -----------------------
+def has_swa_req_ring() -> bool:
+    """The release ships the per-request SWA ring (`BaseSWAKVPool.swa_req_ring_size`, 0.5.20+)."""
+    base = _optional("sglang.srt.mem_cache.base_swa_memory_pool")
+    cls = getattr(base, "BaseSWAKVPool", None) if base is not None else None
+    return cls is not None and hasattr(cls, "swa_req_ring_size")
+
+
 def has_invariant_checker() -> bool:
     try:  # find_spec raises when the parent package is missing (up to 0.5.12.post1)
         return importlib.util.find_spec("sglang.srt.managers.scheduler_components.invariant_checker") is not None

@@ -44,8 +44,11 @@ class Row:
 
 # -- scenarios -------------------------------------------------------------------------------------
 @st.composite
-def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, with_chunked_req: bool | None = None) -> Pass:
-    ps = draw(st.sampled_from([1, 4]))
+def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, with_chunked_req: bool | None = None,
+           ring: bool = False) -> Pass:
+    # the per-request SWA ring is a paged allocator (page_size >= 2; model/config.py checks it)
+    ps = 4 if ring else draw(st.sampled_from([1, 4]))
+    hybrid = True if ring else hybrid
     page = lambda lo, hi: ps * draw(st.integers(lo, hi))  # noqa: E731
     if hybrid is None:
         hybrid = draw(st.booleans())
@@ -55,7 +58,7 @@ def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, w
     swa = page(4, 48 // ps + 8) if hybrid else None
     window = draw(st.integers(1, 24)) if hybrid else 0
     chunk = draw(st.integers(ps, 40)) if chunked else None
-    cap = min(full, swa) if swa is not None else full
+    cap = min(full, swa) if swa is not None and not ring else full  # a ring pages no SWA tokens
     warm = page(0, max(0, cap // 3) // ps)
     other = page(0, max(0, (cap - warm) // 3) // ps)
     held = page(0, max(0, (cap - warm - other) // 3) // ps)
@@ -77,8 +80,10 @@ def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, w
         waiting.append((draw(st.integers(lo, lo + 40)), draw(st.integers(1, 24)), shares))
     ratio = draw(st.sampled_from([(1, 1), (1, 2)]))
     align = draw(st.sampled_from([None, None, 2, 3, 8])) if chunked else None
+    # ring: the rows the running and chunked requests hold, plus 0-3 free ones (0: no ring is left)
+    rows = len(running) + (1 if chunked_req else 0) + draw(st.integers(0, 3)) if ring else None
     return Pass(ps, full, swa, window, chunk, draw(st.integers(1, 64)), ratio, warm, other, held, running,
-                chunked_req, tuple(waiting), align)
+                chunked_req, tuple(waiting), align, ring_rows=rows)
 
 
 # -- the real pass ---------------------------------------------------------------------------------
@@ -95,11 +100,13 @@ def _fresh(n: int) -> list[int]:
 def _real_pass(sc: Pass) -> tuple[Any, Any, Any, list[Any], Any]:
     """SGLang's allocator, tree, running batch, requests and PrefillAdder for a pass scenario."""
     ps = sc.page_size
-    if sc.swa is not None:
+    pool = real.req_to_token_pool(8 if sc.ring_rows is None else sc.ring_rows)
+    if sc.ring_rows is not None:
+        alloc = real.allocator("swa", sc.full, ps, sc.swa, ring=sc.window, pool=pool)
+    elif sc.swa is not None:
         alloc = real.allocator("swa", sc.full, ps, sc.swa)
     else:
         alloc = real.allocator("token" if ps == 1 else "paged", sc.full, ps)
-    pool = real.req_to_token_pool(8)
     tree = real.tree_cache(alloc, ps, sc.window if sc.swa is not None else None, pool)
     warm_tokens = _fresh(sc.warm)
     if sc.warm:
@@ -118,6 +125,10 @@ def _real_pass(sc: Pass) -> tuple[Any, Any, Any, list[Any], Any]:
         n, committed, mnt = sc.chunked
         chunked = real.make_req("chunked", _fresh(n), enq(n, mnt))
         real.set_committed(chunked, real.take(alloc, committed, ps))
+    if sc.ring_rows is not None:  # running and chunked requests hold their rows (and so their rings)
+        holders = running + ([chunked] if chunked is not None else [])
+        if holders and pool.alloc(holders) is None:
+            raise RuntimeError(f"scenario setup: {len(holders)} rows of {sc.ring_rows=}")
     waiting = []
     for j, (n, mnt, shares) in enumerate(sc.waiting):
         toks = warm_tokens + _fresh(n - len(warm_tokens)) if shares and sc.warm else _fresh(n)
@@ -199,29 +210,37 @@ class AllocOps:
     """A sequence of allocator calls on one fresh allocator. Requests are numbered by creation;
     an op names them by position among the live ones (modulo their count)."""
 
-    kind: str  # token | paged | swa
+    kind: str  # token | paged | swa | swa_ring
     page_size: int
     full: int
     swa: int
     ops: tuple
+    window: int = 0  # swa_ring: swa_req_ring_size
+    rows: int = 0  # swa_ring: the ReqToTokenPool's rows (each owns a ring)
 
     def describe(self) -> str:
         sw = f", swa={self.swa}" if self.kind == "swa" else ""
+        if self.kind == "swa_ring":
+            sw = f", swa_req_ring_size={self.window}, req_rows={self.rows}"
         return f"{self.kind} allocator, page_size={self.page_size}, full={self.full}{sw}, ops={list(self.ops)}"
 
 
 @st.composite
 def alloc_ops(draw: Any, kind: str) -> AllocOps:
+    ring = kind == "swa_ring"
     ps = 1 if kind == "token" else draw(st.sampled_from([1, 4])) if kind == "swa" else draw(st.sampled_from([2, 4]))
     full = ps * draw(st.integers(2, 16))
-    swa = ps * draw(st.integers(2, 16)) if kind == "swa" else 0
+    swa = ps * draw(st.integers(2, 16)) if kind in ("swa", "swa_ring") else 0
     op = st.one_of(
         st.tuples(st.just("extend"), st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9)), min_size=1, max_size=3)),
         st.tuples(st.just("decode"), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)),
         st.tuples(st.just("free"), st.integers(0, 5)),
-        *( [st.tuples(st.just("free_swa"), st.integers(0, 5), st.integers(1, 3))] if kind == "swa" else []),
+        *( [st.tuples(st.just("free_swa"), st.integers(0, 5), st.integers(1, 3))] if kind in ("swa", "swa_ring") else []),
     )
-    return AllocOps(kind, ps, full, swa, tuple(draw(st.lists(op, min_size=1, max_size=8))))
+    ops = tuple(draw(st.lists(op, min_size=1, max_size=8)))
+    if ring:
+        return AllocOps(kind, ps, full, swa, ops, draw(st.integers(1, 24)), draw(st.integers(1, 8)))
+    return AllocOps(kind, ps, full, swa, ops)
 
 
 def _model_alloc_ctx(sc: AllocOps, design: Design) -> tuple[Any, Any]:
@@ -230,9 +249,13 @@ def _model_alloc_ctx(sc: AllocOps, design: Design) -> tuple[Any, Any]:
     from model.system import init_state
     from model.transition import Ctx
 
-    cfg = Config(name="conform-alloc", doc="", num_reqs=1, page_size=sc.page_size, bounds={},
-                 hybrid_swa=sc.kind == "swa", private_atoms=0)
-    p = concrete_params(cfg, full_tokens=sc.full, swa_tokens=sc.swa, sliding_window_size=1 if sc.kind == "swa" else 0)
+    ring = sc.kind == "swa_ring"
+    cfg = Config(name="conform-alloc", doc="", num_reqs=1, page_size=sc.page_size,
+                 bounds={"sliding_window_size": (sc.window, sc.window)} if ring else {},
+                 hybrid_swa=sc.kind in ("swa", "swa_ring"), private_atoms=0, swa_ring=ring)
+    p = concrete_params(cfg, full_tokens=sc.full, swa_tokens=sc.swa,
+                        sliding_window_size=sc.window if ring else 1 if sc.kind == "swa" else 0,
+                        **({"req_pool_size": sc.rows} if ring else {}))
     x = Ctx(Concrete(), cfg, design, p)
     return x, init_state(x)
 
@@ -250,15 +273,19 @@ def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
     from model import schedule_batch as msb
 
     ps = sc.page_size
-    alloc = real.allocator(sc.kind, sc.full, ps, sc.swa)
+    swaish = sc.kind in ("swa", "swa_ring")
+    if sc.kind == "swa_ring":  # the ring's rows stay free here: swa_available_size() is rows x ring cost
+        alloc = real.allocator("swa", sc.full, ps, sc.swa, ring=sc.window, pool=real.req_to_token_pool(sc.rows))
+    else:
+        alloc = real.allocator(sc.kind, sc.full, ps, sc.swa)
     x, s = _model_alloc_ctx(sc, design)
     live: list[dict] = []  # {"idx": tensor of slots, "swa_from": first slot whose SWA is still held}
     obs: list[tuple[str, Any, Any]] = []
 
     def sizes() -> tuple[dict, dict]:
-        if sc.kind == "swa":
+        if swaish:
             r = {"full": int(alloc.full_available_size()), "swa": int(alloc.swa_available_size())}
-            return r, {"full": s.full_available, "swa": s.swa_available}
+            return r, {"full": s.full_available, "swa": ma.swa_available_size(x, s)}
         return {"full": int(alloc.available_size())}, {"full": s.full_available}
 
     for k, op in enumerate(sc.ops):
@@ -308,7 +335,7 @@ def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
             from model.transition import Ctx
 
             cfg = Config(name="conform-decode", doc="", num_reqs=len(reqs), page_size=ps, bounds={},
-                         hybrid_swa=sc.kind == "swa", private_atoms=0)
+                         hybrid_swa=sc.kind == "swa", private_atoms=0)  # (the ring's decode need is the same)
             xd = Ctx(Concrete(), cfg, design, concrete_params(cfg, sliding_window_size=1 if sc.kind == "swa" else 0))
             sd = s.__class__(**{**s.as_dict(), "kv_committed_len": tuple(len(r["idx"]) for r in reqs),
                                 "status": (0,) * len(reqs)})
@@ -327,7 +354,7 @@ def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
             n = len(r["idx"])
             if n:
                 real.free_row(alloc, r["idx"], r["swa_from"])
-            held_swa = x.clamp0(x.ceil_page(n) - r["swa_from"]) if sc.kind == "swa" else 0
+            held_swa = x.clamp0(x.ceil_page(n) - r["swa_from"]) if swaish else 0
             s = ma.free(x, s, x.ceil_page(n), held_swa)
             obs.append((f"op {k} free ({n} slots)", None, None))
         elif name == "free_swa":
@@ -450,6 +477,32 @@ def run_swa_budget(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
     return [("_swa_budget_for_req", got, pa._swa_budget_for_req(x, ad, sc.extend, sc.max_new, host))]
 
 
+def _host_passes() -> Any:
+    from .hicache_pass import host_passes
+
+    return host_passes()
+
+
+def _run_host_pass(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
+    from .hicache_pass import run_host_pass
+
+    return run_host_pass(sc, design)
+
+
+def _no_host_pass(design: Design, version: str) -> str | None:
+    from .hicache_pass import unavailable
+
+    return unavailable(design, version)
+
+
+def _no_ring(design: Design, version: str) -> str | None:
+    if not real.has_swa_req_ring():
+        return "no per-request SWA ring (BaseSWAKVPool.swa_req_ring_size: 0.5.20+ only)"
+    if not design.on("swa_req_ring"):
+        return f"the design {design.name} has swa_req_ring off"
+    return None
+
+
 def _no_swa_budget(design: Design, version: str) -> str | None:
     if not design.on("swa_budget_split"):
         return "no _swa_budget_for_req before #22597 (the design has swa_budget_split off)"
@@ -509,6 +562,14 @@ ROWS: dict[str, Row] = {
             lambda: passes(hybrid=False, chunked=True, with_chunked_req=True), run_pass),
         Row("add_chunked_req/swa", "PrefillAdder.add_chunked_req, then add_one_req (hybrid SWA, chunking on)",
             lambda: passes(hybrid=True, chunked=True, with_chunked_req=True), run_pass),
+        Row("add_one_req/swa_ring", "PrefillAdder.add_one_req over a waiting queue with the per-request SWA ring "
+            "(swa_req_ring_size = window; 0.5.20+)", lambda: passes(ring=True, with_chunked_req=False), run_pass,
+            _no_ring),
+        Row("add_chunked_req/swa_ring", "PrefillAdder.add_chunked_req, then add_one_req, with the per-request SWA ring",
+            lambda: passes(ring=True, chunked=True, with_chunked_req=True), run_pass, _no_ring),
+        Row("add_one_req/hicache", "PrefillAdder.add_one_req with HiCache host hits (hybrid SWA, UnifiedRadixCache "
+            "with its host pools): init_load_back asked, what it loads, #39283's re-selection", _host_passes,
+            _run_host_pass, _no_host_pass),
         Row("_swa_budget_for_req", "PrefillAdder._swa_budget_for_req (extend, max_new, SWA host hit, chunk budget)",
             lambda: budgets_st(hybrid=True), run_swa_budget, _no_swa_budget),
         Row("budget_state", "PrefillAdder.budget_state and the live budgets, pass state set directly (plain)",
@@ -520,6 +581,8 @@ ROWS: dict[str, Row] = {
             run_alloc),
         Row("SWATokenToKVPoolAllocator", "alloc_extend / alloc_decode / free / free_swa over a real SWAKVPool",
             lambda: alloc_ops("swa"), run_alloc),
+        Row("SWATokenToKVPoolAllocator/ring", "alloc_extend / alloc_decode / free / free_swa (a no-op) with the "
+            "per-request SWA ring (swa_req_ring_size; 0.5.20+)", lambda: alloc_ops("swa_ring"), run_alloc, _no_ring),
         Row("ReqToTokenPool", "alloc(reqs) / free(req) sequences", pool_ops, run_pool),
         Row("RadixCache", "request lifecycles: match, lock, chunk stash, finish, evict (plain tree)",
             lambda: _life(False), _run_life, _tree_row("radix", False)),

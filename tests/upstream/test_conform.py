@@ -24,6 +24,11 @@ REPO = HERE.parent.parent
 
 @pytest.fixture(scope="module")
 def results(sglang_root: Path) -> dict:
+    from upstream.sched.replay import install_extras
+
+    # the add_one_req/hicache row builds SGLang's tree as its scheduler does (the scheduler module's
+    # extra dependencies; idempotent, shared with tests/upstream/test_sched_replay.py)
+    install_extras(sglang_root, say=lambda m: None)
     out = conform.run(CI_RELEASES, examples=EXAMPLES, seed=0, root=sglang_root, jobs=2)
     return {r["version"]: r for r in out}
 
@@ -36,10 +41,12 @@ def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -
     (r,) = [r for r in res["rows"] if r["row"] == row]
     if "not_applicable" in r:
         # the rows these two releases lack: #22597's method and the 0.5.13 busy-check components
-        # (0.5.10.post1), the tree classes they do not build by default (UnifiedRadixCache from 0.5.16)
-        expected = {"UnifiedRadixCache", "UnifiedRadixCache/swa"}
+        # (0.5.10.post1), the tree classes they do not build by default (UnifiedRadixCache from 0.5.16),
+        # the per-request SWA ring (0.5.20-0.5.22), HiCache on UnifiedRadixCache (0.5.12.post1+)
+        expected = {"UnifiedRadixCache", "UnifiedRadixCache/swa", "add_one_req/swa_ring", "add_chunked_req/swa_ring",
+                    "SWATokenToKVPoolAllocator/ring"}
         if version == "0.5.10.post1":
-            expected |= {"_swa_budget_for_req", "busy_check", "busy_check/swa"}
+            expected |= {"_swa_budget_for_req", "busy_check", "busy_check/swa", "add_one_req/hicache"}
         assert row in expected, r
         return
     assert r["scenarios"] == EXAMPLES

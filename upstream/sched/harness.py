@@ -675,14 +675,24 @@ def _env(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+_FIELDS: dict[Any, set[str]] = {}
+
+
 def _fields(cls: Any) -> set[str]:
+    """The keyword fields of a class, once per class (ServerArgs' signature costs ~0.4 s to resolve:
+    it dominated the conform row add_one_req/hicache, which builds a scheduler per scenario)."""
+    if cls in _FIELDS:
+        return _FIELDS[cls]
     import dataclasses
 
     if dataclasses.is_dataclass(cls):
-        return {f.name for f in dataclasses.fields(cls)}
-    import inspect
+        out = {f.name for f in dataclasses.fields(cls)}
+    else:
+        import inspect
 
-    return set(inspect.signature(cls).parameters)
+        out = set(inspect.signature(cls).parameters)
+    _FIELDS[cls] = out
+    return out
 
 
 def _make(cls: Any, **kw: Any) -> Any:
@@ -1045,10 +1055,14 @@ def _host_memory_on_cpu() -> None:
     # from 0.5.13 (kvmc's stub up to 0.5.12.post1): each module that calls it gets the row copy
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None) or ""
-        if name.startswith("sglang.srt.mem_cache") and f.endswith(".py"):
+        if name.startswith("sglang.srt.mem_cache") and f.endswith(".py") and name not in _SCANNED:
+            _SCANNED.add(name)  # each module's source read once per process (conform builds many schedulers)
             with open(f, encoding="utf-8") as fh:
                 if "transfer_kv_direct(" in fh.read():
                     mod.transfer_kv_direct = _transfer_kv_direct
+
+
+_SCANNED: set[str] = set()
 
 
 def _resolved_impl(facts: Any) -> None:
