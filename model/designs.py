@@ -291,9 +291,12 @@ FIXES: dict[str, Fix] = {
             39283,
             "",
             "v0.5.20",
-            "when a HiCache load-back loads nothing, add_one_req selects the admission again with no host hit: the total, "
-            "SWA (on ceil_page(extend), no host term) and input gates and the chunk decision run on the device prefix",
-            off="a failed load-back admits with the device prefix's extend under the gates passed with the host hit",
+            "add_one_req asks init_load_back only for an admission _select_prefill_admission selected on the promised "
+            "prefix (an input gate that refuses, or a chunk truncated to nothing, is OTHER before any load); when the "
+            "load-back loads nothing, it selects the admission again with no host hit: the total, SWA (on "
+            "ceil_page(extend), no host term) and input gates and the chunk decision run on the device prefix",
+            off="the host hit is loaded back once the token gates pass (before the input gate and the chunk shape); a "
+                "failed load-back admits with the device prefix's extend under the gates passed with the host hit",
         ),
         Fix(
             "admission_gates_under_lock",
