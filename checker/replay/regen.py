@@ -26,17 +26,16 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is check
 DEFAULT_DIR = ROOT / "counterexamples"
 
 # (fix turned off, config, property, planted mutants, base preset): one per known SGLang bug (issue
-# 2, acceptance 1). The base is `current` unless its trace must replay on a release the CI installs
-# with the fix reverted (tests/upstream/test_sched_replay.py): #23174's shortest trace on `current`
-# takes the SWA chunk-cap hatch (0.5.16+) at step 1, which 0.5.13 does not have, so its corpus trace
-# is the v0.5.13 preset's (same depth, same mechanism).
+# 2, acceptance 1). The base is v0.5.13, the first release with all six fixes and the release the CI
+# replays the corpus on, each fix reverted by SGLang's own source patcher
+# (tests/upstream/test_sched_replay.py); tests/unit/test_known_bugs.py finds each on `current` too.
 KNOWN_BUGS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("chunked_swa_page_reserve", "hybrid_swa", "no_prefill_oom", (), "v0.5.13"),  # #23174
-    ("swa_hostload_budget", "hybrid_swa_hicache", "no_prefill_oom", (), "current"),  # #27391
-    ("session_active", "sessions", "busy_check_sound", (), "current"),  # #22213 / #22753
-    ("retract_tail_free", "sessions", "conservation", (), "current"),  # #22862
-    ("swa_busy_check", "hybrid_swa", "busy_check_sound", (), "current"),  # #21499
-    ("spec_topk_busy_check", "spec_topk", "busy_check_complete", ("verify_keeps_rejected_page",), "current"),  # #27228
+    ("swa_hostload_budget", "hybrid_swa_hicache", "no_prefill_oom", (), "v0.5.13"),  # #27391
+    ("session_active", "sessions", "busy_check_sound", (), "v0.5.13"),  # #22213 / #22753
+    ("retract_tail_free", "sessions", "conservation", (), "v0.5.13"),  # #22862
+    ("swa_busy_check", "hybrid_swa", "busy_check_sound", (), "v0.5.13"),  # #21499
+    ("spec_topk_busy_check", "spec_topk", "busy_check_complete", ("verify_keeps_rejected_page",), "v0.5.13"),  # #27228
 ]
 
 # (preset, config, property): violations of a preset itself, SGLang bugs kvmc found with no fix

@@ -10,7 +10,7 @@ import multiprocessing
 from checker.traces import itf
 from checker.replay.pool import WarmPool, confirm_note
 
-TRACE = "counterexamples/current-without-session_active/sessions/busy_check_sound.itf.json"
+TRACE = "counterexamples/v0.5.13-without-session_active/sessions/busy_check_sound.itf.json"
 
 
 def test_the_child_confirms_as_the_parent_does() -> None:

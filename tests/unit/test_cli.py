@@ -112,7 +112,7 @@ def _blocked(tmp_path: Path) -> Path:
     (["review", "--config", "small", "--out", "{bad}"], "--out"),
     (["review", "--config", "small", "--junit", "{bad}/r.xml"], "--junit"),
     (["graph", "--config", "small", "--out", "{bad}/g.dot"], "--out"),
-    (["show", "counterexamples/current-without-session_active/sessions/busy_check_sound.itf.json", "--html", "{bad}/t.html"], "--html"),
+    (["show", "counterexamples/v0.5.13-without-session_active/sessions/busy_check_sound.itf.json", "--html", "{bad}/t.html"], "--html"),
     (["regen", "--manifest", "--dir", "{bad}"], "--dir"),
 ])
 def test_an_unwritable_output_fails_before_any_work(args: list[str], what: str, tmp_path: Path,

@@ -84,15 +84,15 @@ def runs(sched_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def test_release_before_the_fix_reproduces(runs: dict[str, Any]) -> None:
     """#21499: 0.5.10.post1's busy check calls evictable_size() on SWARadixCache and raises, step
     for step as the trace records it."""
-    o = _by_fix(runs["old"])[("current-without-swa_busy_check", ())]
+    o = _by_fix(runs["old"])[("v0.5.13-without-swa_busy_check", ())]
     assert o["status"] == sr.REPRODUCED, sr.line(o)
     assert "crashed (NotImplementedError" in o["table"][0]
 
 
 @pytest.mark.parametrize("design,fix", [
     ("v0.5.13-without-chunked_swa_page_reserve", "chunked_swa_page_reserve"),  # #23174 (regen.py: on v0.5.13)
-    ("current-without-retract_tail_free", "retract_tail_free"),  # #22862
-    ("current-without-session_active", "session_active"),  # #22213 / #22753
+    ("v0.5.13-without-retract_tail_free", "retract_tail_free"),  # #22862
+    ("v0.5.13-without-session_active", "session_active"),  # #22213 / #22753
 ])
 def test_fix_reverted_reproduces_and_release_with_it_passes(runs: dict[str, Any], design: str, fix: str) -> None:
     by = _by_fix(runs["new"])
@@ -107,7 +107,7 @@ def test_fix_reverted_reproduces_and_release_with_it_passes(runs: dict[str, Any]
 def test_busy_check_fires_beside_the_ledger_when_it_should(runs: dict[str, Any]) -> None:
     """#22213 on 0.5.13 with #22753 reverted: SGLang's own check fires with the numbers kvmc's
     model computes, while the ledger on SGLang's objects is exact (a false alarm)."""
-    o = _by_fix(runs["new"])[("current-without-session_active", ("session_active",))]
+    o = _by_fix(runs["new"])[("v0.5.13-without-session_active", ("session_active",))]
     last = o["table"][-1]
     assert "SGLang busy check: FIRED" in last and "session_held=1" in last and "uncached=3" in last
     assert "ledger on SGLang's objects: exact" in last
@@ -118,7 +118,7 @@ def test_ledger_on_real_objects_catches_the_22862_leak_sglangs_check_misses(runs
     row and a KV slot is owned by nobody. SGLang's own busy check passes (its session-held term
     counts the active slot once more, which cancels the leaked slot); kvmc's ledger, evaluated on
     the allocator's free list, the tree's values and the req_to_token rows, names the leaked page."""
-    o = _by_fix(runs["old"])[("current-without-retract_tail_free", ())]
+    o = _by_fix(runs["old"])[("v0.5.13-without-retract_tail_free", ())]
     step3 = o["table"][2]
     assert "SGLang busy check: passed" in step3
     assert "ledger on SGLang's objects: NOT exact" in step3 and "leaked pages" in step3
@@ -143,7 +143,7 @@ def test_not_replayable_says_why(runs: dict[str, Any]) -> None:
     assert spec["status"] == sr.NOT_REPLAYABLE and "draft" in spec["message"]
     old = {Path(o["file"]).relative_to(REPO / "counterexamples").as_posix(): o for o in runs["old"]["outcomes"]
            if str(o["file"]).startswith(str(REPO / "counterexamples"))}
-    hic = next(o for k, o in old.items() if k.startswith("current-without-swa_hostload_budget"))
+    hic = next(o for k, o in old.items() if k.startswith("v0.5.13-without-swa_hostload_budget"))
     assert hic["status"] == sr.NOT_REPLAYABLE and "UnifiedRadixCache with HiCache" in hic["message"], sr.line(hic)
 
 
@@ -151,7 +151,7 @@ def test_hicache_release_with_the_fix_defers_the_load_back(runs: dict[str, Any])
     """#27391 on 0.5.13 (UnifiedRadixCache with real HiCache: HostPoolGroup, HybridCacheController,
     the direct transfer as a row copy): the SWA budget charges the host hit, the request is not
     admitted, nothing is loaded back and no allocation fails."""
-    o = _by_fix(runs["new"])[("current-without-swa_hostload_budget", ())]
+    o = _by_fix(runs["new"])[("v0.5.13-without-swa_hostload_budget", ())]
     assert o["status"] == sr.PASSED and o["mode"] == "events", sr.line(o)
     assert "no_prefill_oom holds" in o["message"] and "departs from the trace at step 1" in o["message"]
 
