@@ -40,19 +40,39 @@ def _cross_request_sharing(sc: Any, diffs: list, design: Any, version: str) -> b
     return any(o[0] == "evict" for o in sc.ops[:op]) and sum(1 for r in sc.reqs if r[1]) == 2
 
 
+def _cross_request_dedup(sc: Any, diffs: list, design: Any, version: str) -> bool:
+    """The same sharing, seen at a stash instead of a match: after the warm node was evicted, both
+    requests (each sharing the warm prefix) computed those tokens in slots of their own; the other
+    request inserted them first, so SGLang's insert of this one's chunk finds them in the tree and
+    frees its duplicate slots (more available, the shared node locked) where kvmc keeps both
+    requests' copies. The first difference is the pool sizes after a chunk or stash op, with more
+    full slots free in SGLang."""
+    first, got, want = diffs[0]
+    if ": sizes" not in first or not isinstance(got, dict) or not isinstance(want, dict):
+        return False
+    if got.get("full_available", 0) <= want.get("full_available", 0):
+        return False
+    op = int(first.split()[1])
+    kind = sc.ops[op][0] if op < len(sc.ops) else ""
+    return (kind in ("chunk", "stash", "finish") and any(o[0] == "evict" for o in sc.ops[:op])
+            and sum(1 for r in sc.reqs if r[1]) == 2)
+
+
 ABSTRACTIONS: list[Abstraction] = [
     Abstraction(
         "sharing_through_warm_prefix_only",
         "kvmc's tree is a fixed set of atoms (model/config.py): requests share tokens only through the warm "
         "prefix chain; a node a request inserts is matched again only by that request. When the warm node is "
         "evicted and one request re-inserts the shared tokens in its own chain, SGLang's next request matches "
-        "them; kvmc's does not (a shorter prefix: it prefills and allocates more).",
+        "them; kvmc's does not (a shorter prefix: it prefills and allocates more). Likewise when both requests "
+        "computed those tokens after the eviction: the second one's stash finds the first one's node and frees its "
+        "duplicate slots in SGLang, while kvmc keeps both copies (more allocated, more evictable).",
         "the budgets of the later request (a larger extend; an admission kvmc refuses that SGLang grants, never "
         "the reverse for the same pools), hence no_prefill_oom's and the busy checks' reachable states: kvmc "
         "explores fewer cache-hit states after an eviction of a shared prefix. conservation and well_formed per "
         "state are unaffected (the tokens are accounted either way).",
         ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa"),
-        _cross_request_sharing,
+        lambda sc, diffs, d, v: _cross_request_sharing(sc, diffs, d, v) or _cross_request_dedup(sc, diffs, d, v),
     ),
     Abstraction(
         "failed_swa_decode_not_atomic",
