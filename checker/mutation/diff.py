@@ -104,3 +104,58 @@ def divergence(config: str, base: Any, mutant: Any, time_limit_s: float, max_dep
     return dict(found=False, depth=depth, states=states, complete=not frontier,
                 note="every reachable state of the explicit points compared" if not frontier else f"compared to depth {depth}",
                 seconds=round(time.perf_counter() - t0, 1))
+
+
+def inclusion(config: str, base: Any, mutant: Any, time_limit_s: float, max_depth: int = 8) -> dict[str, Any]:
+    """Is the mutant a *restriction* of the model on `config`'s explicit points: from every
+    reachable state compared, each successor of the mutant's is one of the model's? Then (by
+    induction over the steps) every state the mutant reaches, the model reaches too, and no safety
+    property can tell them apart: only a liveness property (`progress`) or a witness the mutant
+    no longer meets can. Breadth first over the model's reachable states (which hold the mutant's
+    while the inclusion holds), as `divergence` does; `extra` counts states where the mutant has a
+    successor the model lacks (the first one is named), `fewer` states where it lacks one of the
+    model's. `complete`: every reachable state of the points (to `max_depth`) was compared."""
+    t0 = time.perf_counter()
+    cfg = CONFIGS[config]
+    so, sm = System(cfg, base), System(cfg, mutant)
+    points = param_points(so)
+    seen: set[tuple[int, State]] = set()
+    frontier: list[tuple[int, State]] = []
+    for pi, p in enumerate(points):
+        s0 = so.init(so.ctx(Concrete(), p))
+        if s0 != sm.init(sm.ctx(Concrete(), p)):
+            return dict(extra=1, fewer=0, states=0, depth=0, complete=False, first_extra="initial states differ")
+        seen.add((pi, s0))
+        frontier.append((pi, s0))
+    extra = fewer = states = depth = 0
+    first: str | None = None
+    while frontier and depth < max_depth:
+        nxt = []
+        for pi, s in frontier:
+            if time.perf_counter() - t0 > time_limit_s:
+                return dict(extra=extra, fewer=fewer, states=states, depth=depth, complete=False, first_extra=first,
+                            note=f"time limit {time_limit_s:.0f}s at depth {depth}")
+            if s.oom != OOM_NONE:
+                continue
+            p = points[pi]
+            states += 1
+            succ_o = {s2 for _picks, s2 in successors(so, p, s)}
+            try:
+                succ_m = {s2 for _picks, s2 in successors(sm, p, s)}
+            except Exception as e:  # the mutant raises here: not a restriction
+                return dict(extra=extra + 1, fewer=fewer, states=states, depth=depth, complete=False,
+                            first_extra=f"the mutant raises {type(e).__name__} at depth {depth}")
+            if succ_m - succ_o:
+                extra += 1
+                if first is None:
+                    first = f"point {pi}, depth {depth + 1}: {_brief(s)}"
+            if succ_o - succ_m:
+                fewer += 1
+            for s2 in succ_o:
+                if (pi, s2) not in seen:
+                    seen.add((pi, s2))
+                    nxt.append((pi, s2))
+        frontier = nxt
+        depth += 1
+    return dict(extra=extra, fewer=fewer, states=states, depth=depth, complete=not frontier, first_extra=first,
+                seconds=round(time.perf_counter() - t0, 1))

@@ -10,6 +10,10 @@ Per mutant (checker/mutation/operators.py):
     equivalent  z3 proves the mutant's step equal to the model's from every state the lemmas
                 allow, on every config that runs it (checker/mutation/equivalence.py)
     survived    none of the above; the report says which kind of gap, with evidence:
+                restriction   the mutant only drops successors of the model's (checked on the
+                              reachable states of the explicit points, checker/mutation/diff.py
+                              `inclusion`): it reaches no new state, so no safety property can
+                              see it; progress (liveness) or a lost witness might
                 property gap  the mutant diverges from the model on a reachable state
                               (checker/mutation/diff.py) and its explicit search saw every
                               reachable state of those parameter points: no property tells the
@@ -47,11 +51,12 @@ class Outcome:
     searched: list[dict[str, Any]] = field(default_factory=list)
     stopped: str = ""
     error: str = ""
-    gap: str = ""  # survivors: property gap | search gap | unclassified
+    gap: str = ""  # survivors: restriction | property gap | search gap | unclassified
     evidence: str = ""
     equivalence: list[dict[str, Any]] = field(default_factory=list)
     divergence: dict[str, Any] | None = None
     live: list[str] | None = None  # the configs where its step differs from the model's (as terms)
+    excluded: dict[str, list[str]] | None = None  # per config, properties the model breaks (no kill by them)
 
     @property
     def module(self) -> str:
@@ -59,7 +64,8 @@ class Outcome:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(mutant=self.mutant.as_dict(), module=self.module, configs=self.configs, status=self.status,
-                    live=self.live, seconds=round(self.seconds, 2), kill=self.kill, gap=self.gap or None,
+                    live=self.live, excluded=self.excluded, seconds=round(self.seconds, 2), kill=self.kill,
+                    gap=self.gap or None,
                     evidence=self.evidence or None,
                     searched=self.searched, stopped=self.stopped or None, error=self.error or None,
                     equivalence=self.equivalence, divergence=self.divergence)
@@ -94,7 +100,7 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
     from model.designs import PRESETS
 
     from checker.mutation import equivalence
-    from checker.mutation.diff import divergence
+    from checker.mutation.diff import divergence, inclusion
     from checker.mutation.operators import design_for, parse_id
 
     m = parse_id(mid)
@@ -129,6 +135,20 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
     lemmas = sorted({f"{d} on {s['config']}" for s in searched for d in s.get("lemmas_dropped") or []})
     if lemmas:  # `kvmc check` reports these as findings: a fact of the model the mutant breaks
         depths += f"; lemmas it breaks (a finding of kvmc check): {', '.join(lemmas)}"
+    if div is not None and div.get("only_mutant") == 0 and div.get("only_model"):
+        # at its first divergence the mutant only lacks successors: is it a restriction everywhere?
+        left = max(10.0, divergence_s - (time.perf_counter() - t_div))
+        tell(dict(engine="inclusion", config=div["config"]))
+        inc = inclusion(div["config"], base, design, left)
+        if not inc["extra"]:
+            scope = ("every reachable state of its explicit points" if inc["complete"] else
+                     f"the {inc['states']} reachable states compared to depth {inc['depth']}")
+            return dict(status="survived", gap="restriction", equivalence=eqs, divergence=div,
+                        evidence=f"a restriction: on {div['config']}, from {scope}, every successor of the mutant's is "
+                                 f"one of the model's ({inc['fewer']} states lose some; first at parameter point "
+                                 f"{div['point']}, depth {div['depth']}), so it reaches no state the model does not and "
+                                 f"no safety property can see it: only progress, or a witness it no longer meets; "
+                                 f"searched: {depths}")
     if div is not None:
         where = (f"on {div['config']}, parameter point {div['point']}, at depth {div['depth']} ({div['note']}"
                  + (f"; fields {', '.join(f'{k}: {a} -> {b}' for k, (a, b) in div['fields'].items())}" if div.get("fields")
@@ -194,6 +214,51 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
 
     jobs = [runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines), budget_s) for o in todo]
     runner.run_jobs(jobs, workers, hunted)
+    # a kill on the full bounds (BMC, random runs) counts only if the model holds that property
+    # there to that depth (runner.model_check, once per config and property); the mutants whose
+    # kill the model shares are checked again without that property on that config
+    held: dict[tuple[str, str], int] = {}  # (config, property) -> depth the model holds it to
+    for _round in range(3):
+        need: dict[tuple[str, str], int] = {}
+        for o in todo:
+            k = o.kill
+            if o.status == "killed" and k and k["engine"] in ("bmc", "random") and k["how"] == "violated" \
+                    and held.get((k["config"], k["property"]), -1) < k["depth"]:
+                key = (k["config"], k["property"])
+                need[key] = max(need.get(key, 0), k["depth"])
+        if not need:
+            break
+
+        def checked(j: runner.Job) -> None:
+            c, p = j.key.split("/", 1)
+            r = j.result or {}
+            d = need[(c, p)]
+            if r.get("violated") is not None:
+                baselines[c].model_violates[p] = f"the model violates it at depth {r['violated']} (BMC)"
+            elif r.get("reached", -1) >= d:
+                held[(c, p)] = d
+                return
+            else:
+                baselines[c].model_violates[p] = (f"the model's BMC did not finish depth {d} in the time "
+                                                  f"({r.get('stopped') or r.get('error') or 'reached ' + str(r.get('reached'))})")
+            say(f"model check: {p} on {c}: {baselines[c].model_violates[p]}; kills by it there do not count")
+
+        runner.run_jobs([runner.Job(f"{c}/{p}", runner.model_check, (c, p, d, budget_s), budget_s)
+                         for (c, p), d in need.items()], workers, checked)
+        redo = [o for o in todo if o.status == "killed" and o.kill and o.kill["engine"] in ("bmc", "random")
+                and o.kill["property"] in baselines[o.kill["config"]].model_violates]
+        if not redo:
+            break
+        count[0] -= len(redo)
+        for o in redo:
+            say(f"{o.mutant.id}: its kill ({o.kill['property']} on {o.kill['config']}) is the model's own: checked again")
+            o.status, o.kill = "pending", None
+        runner.run_jobs([runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines), budget_s)
+                         for o in redo], workers, hunted)
+    findings = {c: dict(b.model_violates) for c, b in baselines.items() if b.model_violates}
+    for o in todo:  # the report says which kills a finding of the model's would have faked
+        if findings and o.status in ("killed", "survived") and set(o.configs) & set(findings):
+            o.excluded = {c: sorted(findings[c]) for c in o.configs if c in findings}
     survivors = [o for o in todo if o.status == "survived"]
     if survivors:
         say(f"classifying {len(survivors)} survivor(s): equivalence (z3) and divergence")
@@ -296,6 +361,14 @@ def render_markdown(outcomes: list[Outcome], budget_s: float, command: str, mach
                          f"{r['unreached']} | {r['invalid'] + r['error']} | {rate} | {t} |")
         return lines
 
+    found: dict[str, set[str]] = {}
+    for o in outcomes:
+        for c, ps in (o.excluded or {}).items():
+            found.setdefault(c, set()).update(ps)
+    if found:
+        out += ["Properties the model itself breaks (or could not be shown to hold to a kill's depth), which kill no "
+                "mutant on that config: " + "; ".join(f"{', '.join(sorted(ps))} on {c}" for c, ps in sorted(found.items())) + ".",
+                ""]
     out += ["By module:", ""] + table(rows, "module") + [""]
     out += ["By config (the config that killed it; survivors by the config that runs them):", ""] + table(crows, "config") + [""]
     out += ["By operator:", ""] + table(orows, "operator") + [""]

@@ -15,9 +15,12 @@ For a mutant (checker/mutation/operators.py) and the configs whose step executes
    minimisation) on the full symbolic bounds, the rest of the budget split between the relevant
    configs, each run abandoned at its deadline.
 
-The first violation of any property kills the mutant (the model itself holds everywhere: its
-explicit baseline is checked in the same run, and `current` is proved, docs/proofs.md "Current
-verdicts"). So does a property left vacuous where the model meets its witness: the explicit
+The first violation of a property kills the mutant, if the model itself holds it: the baseline
+runs the model's explicit search (a violation there stops the run), and a kill by BMC or random
+runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth
+(`model_check`; checker/mutation/mutate.py runs it once per config and property, and checks the
+mutants again without a property the model breaks, such as the `prompt_prefilled` finding on
+`hybrid_swa` at depth 1). So does a property left vacuous where the model meets its witness: the explicit
 search reached or exhausted the depth of the model's witness without meeting it (`kvmc check`
 would exit 3, inconclusive, instead of 0). A mutant whose step raises a Python error is
 `invalid` (every engine stops on the error; no property is needed to see it) and is left out of
@@ -87,6 +90,10 @@ class Baseline:
     exhausted: bool
     seconds: float = 0.0
     terms: Any = None  # the step's terms from the free state (`_step_terms`)
+    # the properties the model itself violates on the config's full bounds, or could not be shown
+    # to hold to a kill's depth (`model_check`: findings such as prompt_prefilled on hybrid_swa at
+    # depth 1), property -> why; no engine counts these as a mutant's kill there
+    model_violates: dict[str, str] = field(default_factory=dict)
 
 
 def explicit_points(system: Any) -> list[Any]:
@@ -112,6 +119,38 @@ def baseline(config: str, time_limit_s: float) -> Baseline:
                  s.exhausted_at is not None, time.perf_counter() - t0)
     b.terms = _step_terms(config, PRESETS["current"])
     return b
+
+
+def model_check(config: str, prop: str, depth: int, time_limit_s: float,
+                tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """Does the model itself hold `prop` on `config`'s full bounds to `depth` (BMC)? A mutant's kill
+    by BMC or random runs (the full bounds, where the explicit baseline did not look) counts only
+    if it does: the prompt_prefilled finding on hybrid_swa is a violation of the model at depth 1,
+    at a point off the explicit grid. Returns `violated` (its depth) or None, and `reached`."""
+    from model.designs import PRESETS
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    from checker.engines.bmc import BMC
+    from checker.verdict import Verdict
+
+    tell(dict(engine="model bmc", config=config))
+    bmc = BMC(System(CONFIGS[config], PRESETS["current"]), [prop], minimize=False)
+    until = time.perf_counter() + time_limit_s
+    timer = threading.Timer(time_limit_s, bmc.interrupt_check)
+    timer.daemon = True
+    timer.start()
+    reached = [-1]
+
+    def progress(t: int, el: float, st: dict[str, str]) -> None:
+        reached[0] = t
+
+    try:
+        res = bmc.run(depth, progress=progress, stop_on_violation=True, abandon=lambda: time.perf_counter() >= until)
+    finally:
+        timer.cancel()
+    r = res.get(prop)
+    return dict(violated=r.depth if r is not None and r.verdict is Verdict.VIOLATED else None, reached=reached[0])
 
 
 def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:
@@ -148,7 +187,8 @@ def _in_model(e: BaseException) -> str:
     return ""
 
 
-def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples: int) -> tuple[str, int] | None:
+def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples: int,
+                 props: list[str] | None = None) -> tuple[str, int] | None:
     """Random runs drawn over the config's symbolic bounds (the random engine's wide machine);
     the first property a run breaks, and after how many steps."""
     from specs.properties import PROPERTIES
@@ -157,7 +197,7 @@ def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples:
     from hypothesis import Phase
 
     rec = Recorder()
-    machine = machine_for(system, list(PROPERTIES), None, rec, wide=True, give_up=give_up)
+    machine = machine_for(system, props if props is not None else list(PROPERTIES), None, rec, wide=True, give_up=give_up)
     _run_machine(machine, examples, depth, (Phase.explicit, Phase.reuse, Phase.generate))
     if not rec.failures:
         return None
@@ -191,6 +231,13 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
     def done(kill: Kill | None, status: str, **extra: Any) -> dict[str, Any]:
         return dict(status=status, kill=kill.__dict__ if kill else None, searched=[s.__dict__ for s in searched],
                     seconds=time.perf_counter() - t0, **extra)
+
+    def props_on(c: str) -> list[str]:
+        """The properties a kill on `c` may name: not those the model itself violates there."""
+        from specs.properties import PROPERTIES
+
+        b = baselines.get(c)
+        return [p for p in PROPERTIES if b is None or p not in b.model_violates]
 
     def witness_of(c: str, p: str) -> int | None:
         b = baselines.get(c)
@@ -234,18 +281,22 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
             tell(dict(engine="explicit", config=c))
             system = System(CONFIGS[c], design)
             points = explicit_points(system)
+            spread = False
             if base is not None and not base.exhausted and base.depth < EXPLICIT_DEPTH and len(points) > SAMPLE_POINTS:
                 # the model's own search did not get deep on every point: a spread of them gets deeper
                 points = points[:: -(-len(points) // SAMPLE_POINTS)]
+                spread = True
             s = Explorer(system, None, points=points, time_limit_s=share).run(EXPLICIT_DEPTH, keep_going=False)
             exhausted = s.exhausted_at is not None
             searched.append(Search("explicit", c, s.depth_reached, time.perf_counter() - t0, exhausted, len(s.points),
                                    s.distinct_states, s.stopped))
             for p, r in s.results.items():
-                if r.verdict is Verdict.VIOLATED:
+                if r.verdict is Verdict.VIOLATED and p in props_on(c):
                     return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
             for p, r in s.results.items():
-                w = witness_of(c, p)
+                # vacuous only on the baseline's own points: a spread of them may lack the one
+                # where the model meets the witness
+                w = None if spread else witness_of(c, p)
                 if w is not None and r.witness_depth is None and (exhausted or s.depth_reached >= w):
                     return done(Kill("explicit", c, p, "vacuous", s.depth_reached, time.perf_counter() - t0), "killed")
         # 2. where the mutant's step differs at all (elsewhere nothing can kill it), and there
@@ -268,7 +319,7 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
             tell(dict(engine="random", config=c))
             try:
                 hit = _random_hunt(System(CONFIGS[c], design), RANDOM_DEPTH, lambda until=until: time.perf_counter() >= until,
-                                   RANDOM_EXAMPLES)
+                                   RANDOM_EXAMPLES, props_on(c))
             except Exception as e:
                 if _in_model(e):
                     raise
@@ -294,7 +345,7 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                         raise
                     return None
 
-            bmc = BMC(system, None, minimize=False, seeder=safe_seed)
+            bmc = BMC(system, props_on(c), minimize=False, seeder=safe_seed)
             timer = threading.Timer(max(0.0, until - time.perf_counter()), bmc.interrupt_check)
             timer.daemon = True
             timer.start()

@@ -100,7 +100,7 @@ def test_ci_run_kills_a_mutant_and_proves_one_equivalent(tmp_path: Path) -> None
     assert unreached and all(o["configs"] == [] for o in unreached)  # the SWA and HiCache lines
     for o in out.values():
         if o["status"] == "survived":
-            assert o["gap"] in ("property gap", "search gap", "unclassified") and o["evidence"], o
+            assert o["gap"] in ("restriction", "property gap", "search gap", "unclassified") and o["evidence"], o
     (row,) = data["by_module"]
     assert row["group"] == "allocator" and row["killed"] == sum(o["status"] == "killed" for o in out.values())
 
@@ -161,3 +161,29 @@ def test_drop_spares_the_first_binding_of_a_name_in_a_loop_body() -> None:
     first, again = fn.body[0].body
     assert not _droppable(first, bound[id(first)])
     assert _droppable(again, bound[id(again)])
+
+
+def _fake_hunt(mid: str, configs: list[str], budget_s: float, baselines: dict, tell=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """A hunt whose first kill is the model's own finding (prompt_prefilled on hybrid_swa, depth 1):
+    checked again without it, it is killed by conservation."""
+    again = "prompt_prefilled" in baselines["hybrid_swa"].model_violates
+    prop, engine = ("conservation", "explicit") if again else ("prompt_prefilled", "bmc")
+    return dict(status="killed", searched=[], seconds=1.0,
+                kill=dict(engine=engine, config="hybrid_swa", property=prop, how="violated", depth=1, seconds=1.0))
+
+
+def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model itself violates prompt_prefilled on hybrid_swa at depth 1 (docs/findings.md #1):
+    a mutant's BMC kill by it is checked against the model (a real BMC of the model), refused, and
+    the mutant checked again without that property there."""
+    from checker.mutation import mutate as mm
+    from checker.mutation import runner
+
+    monkeypatch.setattr(runner, "baseline", lambda c, t: runner.Baseline(c, {}, [], 0, True))
+    monkeypatch.setattr(runner, "hunt", _fake_hunt)
+    m = next(m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop")
+    said: list[str] = []
+    (o,) = mm.mutate([m], ["hybrid_swa"], budget_s=120, progress=said.append)
+    assert o.status == "killed" and o.kill is not None and o.kill["property"] == "conservation", (o, said)
+    assert o.excluded == {"hybrid_swa": ["prompt_prefilled"]}
+    assert any("prompt_prefilled on hybrid_swa: the model violates it at depth 1" in s for s in said), said
