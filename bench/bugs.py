@@ -29,9 +29,18 @@ BUGS: list[tuple[str, str, list[str], set[str]]] = [
 ]
 
 
+# The preset each bug is found on: `current` (0.5.23) where the mechanism still ships; #27228 lives
+# in EAGLE v1's verify, which no release after 0.5.13 ships.
+BASE = {"spec_topk_busy_check": "v0.5.13"}
+
+
+def base(fix: str) -> str:
+    return BASE.get(fix, "current")
+
+
 # -- known bugs ------------------------------------------------------------------------------------
 def _cli_args(fix: str, mutants: list[str]) -> list[str]:
-    return ["check", "--without", fix, *[a for m in mutants for a in ("--mutant", m)]]
+    return ["check", "--design", base(fix), "--without", fix, *[a for m in mutants for a in ("--mutant", m)]]
 
 
 def cli_json(args: list[str], budget_s: float) -> tuple[Any, float, float]:
@@ -71,11 +80,11 @@ from checker.engines.run import run_check
 from model.designs import PRESETS
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
-fix, mutants = sys.argv[1], json.loads(sys.argv[2])
-design = build_design("current", [fix], [], mutants)
+fix, mutants, base = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+design = build_design(base, [fix], [], mutants)
 def once():
     t0 = time.perf_counter()
-    rep = run_check(design, list(CONFIGS), list(PROPERTIES), 10, baseline=PRESETS["current"])
+    rep = run_check(design, list(CONFIGS), list(PROPERTIES), 10, baseline=PRESETS[base])
     return time.perf_counter() - t0, [(c.config, r.property, r.depth) for c in rep.configs for r in c.results.values()
                                       if r.verdict.value == "violated"]
 first, v1 = once()     # imports and z3 are loaded; caches (if any) filled
@@ -86,7 +95,7 @@ print(json.dumps({"first_s": first, "warm_s": second, "violations": v2}))
 
 def bug_warm(fix: str, mutants: list[str], budget_s: float) -> dict[str, Any]:
     """The same check twice in one process; the second is the warm time (an editor / CI daemon)."""
-    cmd = [sys.executable, "-c", WARM_SNIPPET, fix, json.dumps(mutants)]
+    cmd = [sys.executable, "-c", WARM_SNIPPET, fix, json.dumps(mutants), base(fix)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s, cwd=ROOT, env=_env())
     except subprocess.TimeoutExpired:
@@ -110,11 +119,12 @@ try:
 except ImportError as e:
     print(json.dumps({"bfs": None, "why": f"no explicit engine ({e})"})); sys.exit(0)
 fix, mutants, config, prop, depth, ms = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
-rep = check_config(build_design("current", [fix], [], mutants), CONFIGS[config], [prop], depth, timeout_ms=ms, minimize=False)
+rep = check_config(build_design(sys.argv[7], [fix], [], mutants), CONFIGS[config], [prop], depth, timeout_ms=ms, minimize=False)
 r = rep.results[prop]
 print(json.dumps({"bfs": r.depth if r.verdict.value == "violated" else None, "why": r.verdict.value + (" " + r.reason if r.reason else "")}))
 """
-    cmd = [sys.executable, "-c", snippet, fix, json.dumps(mutants), config, prop, str(max_depth), str(int(budget_s * 1000))]
+    cmd = [sys.executable, "-c", snippet, fix, json.dumps(mutants), config, prop, str(max_depth), str(int(budget_s * 1000)),
+           base(fix)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s + 30, cwd=ROOT, env=_env())
     except subprocess.TimeoutExpired:

@@ -86,8 +86,11 @@ def request_lengths(x: Ctx, s: State) -> Any:
         c.append(_node_present(x, s, s.load_back_node[r]))
         c.append(x.implies(chunk, x.and_(C < fill, C >= 1)))  # its first chunk was not empty (trunc > 0)
         mnt = enqueue.max_new_tokens(x, s, r)
-        # (a request enqueued with max_new_tokens 0, clipped, waits with no output: its admission gate never passes)
-        c.append(x.implies(x.or_(run, chunk, st == WAITING), x.or_(s.output_len[r] < mnt, x.and_(st == WAITING, s.output_len[r] == 0))))
+        # (a request enqueued with max_new_tokens clipped to 0 waits, or, with chunked prefill, is admitted
+        # as a truncated chunk (the chunk's gate charges no output): no output either way until its
+        # prefill ends, when its first token finishes it)
+        c.append(x.implies(x.or_(run, chunk, st == WAITING),
+                           x.or_(s.output_len[r] < mnt, x.and_(x.or_(st == WAITING, chunk), s.output_len[r] == 0))))
         c.append(x.implies(x.or_(st == NEW, st == WAITING, st == FINISHED), x.or_(s.last_node[r] == ROOT, s.last_node[r] == VIRTUAL)))
         c.append(x.implies(x.or_(st == NEW, st == WAITING), x.not_(s.in_last_batch[r])))
         c.append(x.implies(st == NEW, x.and_(s.output_len[r] == 0, A == 0)))

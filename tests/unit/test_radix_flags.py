@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from model.config import Config
-from model.designs import PRESETS
 
-from .scenario import drive
+from .scenario import D55F1C28, drive
 
-CURRENT = PRESETS["current"]
+CURRENT = D55F1C28  # the scenarios were derived on it (tests/unit/scenario.py)
 ARRIVE0 = {"recv.arrive[0]": True}
 EVICT0 = {"decode.evict_swa[0]": True}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 
 from model.config import Config
-from model.designs import PRESETS
 from model.ops import Concrete
 from model.state import VIRTUAL
 from model.system import System
@@ -20,9 +19,9 @@ from model import session
 from model.config import concrete_params
 from specs.configs import CONFIGS
 from tests.replay.walk import random_walk
-from tests.unit.scenario import drive
+from tests.unit.scenario import D55F1C28, drive
 
-CURRENT = PRESETS["current"]
+CURRENT = D55F1C28  # the scenarios were derived on it (tests/unit/scenario.py)
 SESS = CONFIGS["sessions"]
 OWNED = CURRENT.with_fix("session_record", "owned_at_alloc")
 PARAMS = dict(full_tokens=6, req_pool_size=1, input_len=(1, 1), max_new_tokens=(3, 1))

@@ -11,15 +11,14 @@ from __future__ import annotations
 import pytest
 
 from model.config import Config, Spec
-from model.designs import PRESETS
 from model.ops import Concrete
 from model.state import FINISHED, RUNNING
 from model.system import System
 from model import speculative, schedule_batch
 from specs.configs import CONFIGS
-from tests.unit.scenario import drive
+from tests.unit.scenario import D55F1C28, drive
 
-V2 = PRESETS["current"].with_fix("eagle_v1_removed", "on").with_fix("spec_v2_page_align", "on")
+V2 = D55F1C28.with_fix("eagle_v1_removed", "on").with_fix("spec_v2_page_align", "on")
 ARRIVE0 = {"recv.arrive[0]": True}
 
 S4 = Config(

@@ -9,14 +9,13 @@ from __future__ import annotations
 import pytest
 
 from model import allocator, prefill_adder
-from model.designs import PRESETS
 from model.state import CHUNKED, RUNNING
 from specs.configs import CONFIGS
 from specs.properties import ledger
-from tests.unit.scenario import drive
+from tests.unit.scenario import D55F1C28, drive
 
 RING = CONFIGS["swa_ring"]
-DESIGN = PRESETS["current"].with_fix("swa_req_ring", "on")
+DESIGN = D55F1C28.with_fix("swa_req_ring", "on")
 BOTH = {"recv.arrive[0]": True, "recv.arrive[1]": True}
 
 
