@@ -481,12 +481,16 @@ PRESETS: dict[str, Design] = {
 }
 
 
-def sglang_release(design_name: str) -> str | None:
-    """The SGLang release a design models: its preset's (a design derived from a preset, like
-    `v0.5.13-without-X` or `current+mutant`, names its preset first); None for a name no preset
-    begins."""
-    base = max((p for p in PRESETS if design_name == p or design_name.startswith((p + "-", p + "+"))),
+def base_preset(design_name: str) -> str | None:
+    """The preset a design's name starts from (a design derived from a preset names it first:
+    `v0.5.13-without-X`, `current+mutant`); None for a name no preset begins."""
+    return max((p for p in PRESETS if design_name == p or design_name.startswith((p + "-", p + "+"))),
                key=len, default=None)
+
+
+def sglang_release(design_name: str) -> str | None:
+    """The SGLang release a design models: its preset's; None for a name no preset begins."""
+    base = base_preset(design_name)
     if base is None:
         return None
     return CURRENT_RELEASE if base == "current" else base.lstrip("v")

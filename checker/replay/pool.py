@@ -46,6 +46,7 @@ from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
+from model import designs
 from model.designs import PRESETS, Design
 from model.state import FIELD_NAMES, State
 
@@ -377,10 +378,7 @@ POOL_HOOKS: dict[str, Any] = {"add_chunked_req": _hook_add_chunked_req}
 def base_preset(name: str) -> str:
     """The preset a design name starts from (`v0.5.13-without-x+m` -> `v0.5.13`); `current` for a
     name that starts from none."""
-    for p in sorted(PRESETS, key=len, reverse=True):
-        if name == p or name.startswith((p + "-", p + "+")):
-            return p
-    return "current"
+    return designs.base_preset(name) or "current"
 
 
 def fixed_design(trace: Trace) -> Design:
