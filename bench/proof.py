@@ -21,8 +21,8 @@ TARGET_S = 60.0  # issue 6, on hybrid_swa
 BUDGET_S = 900.0
 
 
-def plain_check(config: str, budget_s: float) -> dict[str, Any]:
-    r, wall, cpu = cli_json(["check", "--config", config], budget_s)
+def plain_check(config: str, budget_s: float, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    r, wall, cpu = cli_json(["check", "--config", config, *extra], budget_s)
     if r is None:
         return {"config": config, "wall_s": None, "note": f"no answer within {budget_s:.0f} s"}
     if r.returncode not in (0, 3):
