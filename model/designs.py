@@ -122,6 +122,19 @@ FIXES: dict[str, Fix] = {
             off="nothing is inserted and the new part's full slots are freed (SWARadixCache._insert_helper case 3)",
         ),
         Fix(
+            "swa_tombstone_parent_kept",
+            30468,
+            "",
+            "v0.5.16",
+            "a tombstone whose last child is evicted stays in the tree as a Full-only device leaf, evictable on its "
+            "own later: UnifiedRadixCache's _iteratively_delete_tombstone_leaf lets only the Full component decide "
+            "(Full on device: keep), every release of it (0.5.12.post1 .. 0.5.23); the hybrid-SWA default cache "
+            "since #30468 (found by kvmc conform UnifiedRadixCache/swa on 0.5.18: the model's forced deletion "
+            "freed 8 tokens for a need of 1 and allowed no outcome)",
+            off="SWARadixCache._iteratively_delete_tombstone_leaf: the childless tombstone is deleted with its last "
+            "child, its Full slots freed in the same eviction",
+        ),
+        Fix(
             "unfinished_swa_release",
             34653,
             "",
@@ -440,6 +453,7 @@ _V0518 = {
     "swa_release_threshold": "max_w_ps",  # #29860 (v0.5.15.post1)
     "swa_leaf_window_cap": "on",  # #26919 (unified cache, v0.5.16)
     "swa_tombstone_leaf_kept": "on",  # #29351 (v0.5.15.post1)
+    "swa_tombstone_parent_kept": "on",  # UnifiedRadixCache (#30468, v0.5.16): kvmc conform on 0.5.18
     "unfinished_swa_release": "rematch",  # #29350 + #27402, default on since #34653 (v0.5.18)
 }
 _V0519 = {**_V0518, "session_record": "shared", "session_rewind_page_floor": "on"}  # #37108

@@ -354,7 +354,9 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     """Free at least `full_need` full and `swa_need` SWA tokens from unlocked nodes, if possible.
 
     Full phase: delete unlocked device leaves (a backed-up node becomes host-only, others are
-    removed), and tombstone nodes left childless. SWA phase: tombstone SWA-unlocked internal nodes.
+    removed); a tombstone left childless goes with its last child (SWARadixCache) or stays as a
+    Full-only leaf that may go later (`swa_tombstone_parent_kept`: UnifiedRadixCache). SWA phase:
+    tombstone SWA-unlocked internal nodes.
     Which leaves go is a choice (any minimal set: see the module docstring)."""
     K = x.cfg.num_atoms
     if K == 0:
@@ -374,6 +376,7 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     slocked = swa_locked(x, s, extra_locks)
     d: list[Any] = [False] * K
     elig: list[Any] = [False] * K
+    forced: list[Any] = [False] * K  # a tombstone deleted with its last child (SWARadixCache)
     # The atoms are a static tree; one of length 0 is not in SGLang's tree, and its children hang
     # from its nearest existing ancestor. Per subtree top (an atom, or the live children standing
     # in for an absent one): a device node stays / goes / nothing stays after the eviction.
@@ -392,9 +395,13 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
             leaf_after = x.not_(kids_any(stays, a))
             gone_after = kids_all(empty, a)
             elig[a] = x.and_(need, dev[a], x.not_(locked[a]), leaf_after, x.or_(host[a], gone_after))
-            # a tombstone whose last device child goes is deleted with it ("no leaf is a tombstone")
-            forced = x.and_(dev[a], tomb[a], x.not_(locked[a]), gone_after, kids_any(went, a))
-            d[a] = x.or_(forced, x.choose_bool_when(f"evict[{a}]", elig[a]))
+            # SWARadixCache deletes a tombstone whose last device child goes with it ("no leaf is a
+            # tombstone"); UnifiedRadixCache keeps it as a Full-only leaf (`swa_tombstone_parent_kept`)
+            if hybrid and x.on("swa_tombstone_parent_kept"):
+                forced[a] = False
+            else:
+                forced[a] = x.and_(dev[a], tomb[a], x.not_(locked[a]), gone_after, kids_any(went, a))
+            d[a] = x.or_(forced[a], x.choose_bool_when(f"evict[{a}]", elig[a]))
             stays[a] = x.ite(exists[a], x.and_(dev[a], x.not_(d[a])), kids_any(stays, a))
             went[a] = x.ite(exists[a], x.and_(dev[a], d[a]), kids_any(went, a))
             empty[a] = x.ite(exists[a], x.and_(d[a], x.not_(host[a])), kids_all(empty, a))
@@ -424,11 +431,17 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
             ]
         )
         x.assume(x.or_(freed_swa >= swa_need, x.not_(more_swa)), "SWA eviction stopped early")
-    parent_goes: list[Any] = [False] * K  # the nearest existing ancestor is evicted too
+    # One LRU step evicts one chosen node, and with it (SWARadixCache) the chain of tombstone
+    # ancestors it leaves childless: those are the step's too (`chain_up`), never a step of their own.
+    # A node is the last step of its subtree unless an ancestor above that forced chain is chosen.
+    parent_goes: list[Any] = [False] * K  # the nearest chosen ancestor past forced tombstones goes too
+    chain_up: list[Any] = [0] * K  # full tokens of the forced tombstones the node's step deletes
     for a in range(K):  # parents have smaller indices
         p = sh.parent[a]
         if p >= 0:
-            parent_goes[a] = x.ite(exists[p], d[p], parent_goes[p])
+            chosen_p = x.and_(d[p], x.not_(forced[p]))
+            parent_goes[a] = x.ite(exists[p], x.ite(forced[p], parent_goes[p], chosen_p), parent_goes[p])
+            chain_up[a] = x.ite(x.and_(exists[p], forced[p]), L[p] + chain_up[p], x.ite(exists[p], 0, chain_up[p]))
     # SGLang evicts LRU leaves one at a time until enough is freed: the *last* node it evicts (or
     # tombstones) was needed, the ones before it were not enough on their own. So some evicted top
     # node (one whose evicted part below it went first) or some tombstone is needed; not every one
@@ -437,8 +450,9 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     needed: list[Any] = []
     any_gone: list[Any] = []
     for a in range(K):
-        top = x.and_(d[a], elig[a], x.not_(parent_goes[a]))
-        enough_without = x.and_(freed_full - L[a] >= full_need, (freed_swa - swa_len[a] >= swa_need) if hybrid else True)
+        top = x.and_(d[a], x.not_(forced[a]), elig[a], x.not_(parent_goes[a]))
+        enough_without = x.and_(freed_full - L[a] - chain_up[a] >= full_need,
+                                (freed_swa - swa_len[a] >= swa_need) if hybrid else True)
         needed.append(x.and_(top, x.not_(enough_without)))
         any_gone.append(top)
         if hybrid:
@@ -718,6 +732,62 @@ def tree_tokens(x: Ctx, s: State) -> tuple[Any, Any]:
     return full, swa
 
 
+def _tree_prefix(x: Ctx, s: State, r: int, end: Any) -> Any:
+    """How much of request r's key [0, end) the tree already holds (`InsertResult.prefix_len` of
+    an insert of it): the nodes on r's path, device or host-only, up to `end`."""
+    return x.min(x.sum(s.node_len[a] for a in x.shape.path[r]), end)
+
+
+def _unfinished_insert(x: Ctx, s: State, r: int, site: str) -> tuple[State, Any, Any, Any, Any, Any]:
+    """The insert half of `cache_unfinished_req`: the out-of-window release (with
+    `unfinished_swa_release`), then the insert of the page-aligned key. Returns (state, the
+    insert's last node, the part it made the tree's, the key's end, the branching cut, the tree's
+    part of the key before the insert)."""
+    v = x.variant("unfinished_swa_release") if x.cfg.hybrid_swa else None
+    C = s.kv_committed_len[r]
+    cut = _branch_cut(x, s, r)  # swa_branching_insert: the key stops at the branching point
+    key_len = x.ite(cut, s.swa_branching_seqlen[r], C) if cut is not False else C
+    end = x.floor_page(key_len)
+    held = _tree_prefix(x, s, r, end)
+    E = None
+    if v is not None:
+        s = free_swa_out_of_window_slots(x, s, r, key_len - 1)
+        E = s.swa_evicted_seqlen[r]
+    s, last, owned = insert(x, s, r, s.cache_protected_len[r], end, E, site)
+    return s, last, owned, end, cut, held
+
+
+def checkpoint_assertion_fails(x: Ctx, s: State, r: int, finished: bool) -> Any:
+    """Whether SGLang's `assert new_prefix_len <= len(new_indices)` fails (an AssertionError: the
+    scheduler dies) when request r's KV goes into the tree from state `s`: the insert's
+    `prefix_len` (the part of the key the tree already held) against the re-match of the key
+    after it, which the SWA validator ends short of a live tail of fewer than W tokens after a
+    tombstone (docs/releases.md §0 finding 3).
+
+    Where SGLang re-matches (`unfinished_swa_release=rematch`): a stash (`finished=False`:
+    `UnifiedRadixCache.cache_unfinished_req` 0.5.18-0.5.21, `checkpoint_into_tree` 0.5.22) and
+    0.5.22's finish (`finished=True`, `checkpoint_into_tree` from `release_kv_cache`; the caller
+    says the release finishes there: 0.5.18-0.5.21 finish through `cache_finished_req` /
+    `insert_req`, which do not re-match, and 0.5.23 keeps the inserted path, `path`).
+
+    Not a state outcome: the transitions go on where SGLang dies (a stash takes the short match,
+    a finish frees the request's copy of what the tree holds), and `conservation` flags the state
+    that follows (the tree and the request both own the tokens). `kvmc conform`'s lifecycle rows
+    compare this with SGLang's AssertionError (upstream/lifecycle.py)."""
+    if not (x.cfg.hybrid_swa and x.variant("unfinished_swa_release") == "rematch"):
+        return False
+    if finished:
+        cut = _branch_cut(x, s, r)
+        end = x.floor_page(s.kv_committed_len[r])
+        if cut is not False:
+            end = x.ite(cut, s.swa_branching_seqlen[r], end)
+        held = _tree_prefix(x, s, r, end)
+        s2, _last, _owned = insert(x, s, r, s.cache_protected_len[r], end, s.swa_evicted_seqlen[r], "checkpoint")
+    else:
+        s2, _last, _owned, end, _cut, held = _unfinished_insert(x, s, r, "checkpoint")
+    return held > match_prefix(x, s2, r, end).prefix_len
+
+
 @transition(
     "mem_cache/swa_radix_cache.py::SWARadixCache.cache_unfinished_req | unified_radix_cache.py::UnifiedRadixCache.cache_unfinished_req",
     modifies=(
@@ -745,14 +815,7 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
     inserts only [0, branching) (and its window release is measured from there)."""
     v = x.variant("unfinished_swa_release") if x.cfg.hybrid_swa else None
     C = s.kv_committed_len[r]
-    cut = _branch_cut(x, s, r)  # swa_branching_insert: the key stops at the branching point
-    key_len = x.ite(cut, s.swa_branching_seqlen[r], C) if cut is not False else C
-    end = x.floor_page(key_len)
-    E = None
-    if v is not None:
-        s = free_swa_out_of_window_slots(x, s, r, key_len - 1)
-        E = s.swa_evicted_seqlen[r]
-    s, last, owned = insert(x, s, r, s.cache_protected_len[r], end, E, site)
+    s, last, owned, end, cut, _held = _unfinished_insert(x, s, r, site)
     if v == "rematch":
         m = match_prefix(x, s, r, end)
         last, owned = m.last_device_node, m.prefix_len

@@ -119,6 +119,7 @@ class RadixTree:
         self.segment_lock = False  # swa_segment_lock (#36848): the SWA walk counts and locks tombstones
         self.leaf_window_cap = False  # swa_leaf_window_cap (#26919): a new live leaf is at most ceil_page(W)
         self.tombstone_leaf_kept = False  # swa_tombstone_leaf_kept (#29351): an all-out-of-window leaf stays
+        self.tombstone_parent_kept = False  # swa_tombstone_parent_kept (UnifiedRadixCache): a childless tombstone stays
 
     # -- counters -------------------------------------------------------------------------------
     def _account(self, n: TreeNode, sign: int) -> None:
@@ -375,7 +376,8 @@ class RadixTree:
             gone_after = all(k.id in deleted and k.host_value is None for k in kids)
             unlocked = n.full_lock_ref == 0
             elig = unlocked and leaf_after and (n.host_value is not None or gone_after)
-            forced = n.swa_tombstone and unlocked and gone_after and any(k.id in deleted for k in kids)
+            forced = (n.swa_tombstone and unlocked and gone_after and any(k.id in deleted for k in kids)
+                      and not self.tombstone_parent_kept)
             pick = chooser.bool(f"evict[{n.atom}]") if elig else False
             if forced or pick:
                 deleted.add(n.id)
@@ -395,7 +397,8 @@ class RadixTree:
 
     def _evict_lru(self, full_need: int, swa_need: int) -> None:
         """SGLang's order: least recently used evictable leaf first (tombstone parents that become
-        childless go with their last child), then SWA-only tombstoning of internal nodes."""
+        childless go with their last child, or with `tombstone_parent_kept` stay as Full-only leaves),
+        then SWA-only tombstoning of internal nodes."""
         freed_full = freed_swa = 0
 
         def evictable(n: TreeNode) -> bool:
@@ -416,8 +419,8 @@ class RadixTree:
             freed_full += len(n)
             freed_swa += 0 if n.swa_tombstone else len(n)
             self._delete(n)
-            while (p is not None and p is not self.root and p.value is not None and p.swa_tombstone
-                   and p.full_lock_ref == 0 and not p.children):
+            while (not self.tombstone_parent_kept and p is not None and p is not self.root and p.value is not None
+                   and p.swa_tombstone and p.full_lock_ref == 0 and not p.children):
                 q = p.parent
                 freed_full += len(p)
                 self._delete(p)

@@ -353,6 +353,7 @@ class Scheduler:
         self.tree.segment_lock = design.on("swa_segment_lock")
         self.tree.leaf_window_cap = self.hybrid and design.on("swa_leaf_window_cap")  # an SWA-component rule
         self.tree.tombstone_leaf_kept = design.on("swa_tombstone_leaf_kept")
+        self.tree.tombstone_parent_kept = self.hybrid and design.on("swa_tombstone_parent_kept")
         if not cfg.swa_ring:
             self.req_pool = ReqToTokenPool(params.req_pool_size, self._context_len(cfg, params, max_context_len), self.device)
         self.warm_total = warm_total

@@ -167,7 +167,25 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
 
     stashed = [False, False]  # stashed since its last prefill progress
 
-    def stash(r: int) -> None:
+    def dies(label: str, r: int, finished: bool, call: Any) -> None:
+        """Run SGLang's insert-and-re-match (`call`) next to the model's prediction of its
+        assertion (radix_cache.checkpoint_assertion_fails): when either side says the scheduler dies
+        there, that is compared and the scenario ends (agreement only if both die)."""
+        predicted = bool(radix_cache.checkpoint_assertion_fails(x, s, r, finished))
+        try:
+            call()
+        except AssertionError as e:
+            if "new_prefix_len" not in str(e):
+                raise
+            obs.append((f"{label}: the scheduler dies (AssertionError: new_prefix_len <= len(new_indices))", True,
+                        predicted))
+            raise _SchedulerDied from e
+        if predicted:
+            obs.append((f"{label}: the scheduler dies (AssertionError: new_prefix_len <= len(new_indices))", False,
+                        True))
+            raise _SchedulerDied
+
+    def stash(r: int, label: str) -> None:
         """The scheduler stashes a request once per prefill chunk (`stash_chunked_request`, or
         `maybe_cache_unfinished_req` after its last chunk), never twice without new KV: a second
         stash is no call (UnifiedRadixCache asserts `new_prefix_len <= len(new_indices)` on one,
@@ -176,7 +194,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         if stashed[r]:
             return
         stashed[r] = True
-        real.stash(reqs[r], tree)
+        dies(label, r, False, lambda: real.stash(reqs[r], tree))
         s = radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]")
 
     def chunk(r: int, k: int, label: str) -> bool:
@@ -202,7 +220,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             committed[r] = pre
             state[r] = "prefilling"
         else:
-            stash(r)
+            stash(r, label)
         start = committed[r]
         k = min(k, fill - start)
         if k <= 0:
@@ -228,6 +246,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             state[r] = "done"
         return True
 
+    finish_rematches = real.finish_checkpoints()  # 0.5.22+: a finish re-matches too (checkpoint_into_tree)
     last_r: list[int | None] = [None]  # the request of the last chunk / stash / finish (last_batch)
     parked: list[int] = []  # prefilling requests, the most recently chunked last
 
@@ -271,7 +290,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 r = op[1]
                 if state[r] not in ("prefilling", "done"):
                     continue
-                stash(r)
+                stash(r, label)
             elif op[0] == "finish":
                 r = op[1]
                 if state[r] == "finished":
@@ -279,7 +298,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 while state[r] != "done":
                     if not chunk(r, 64, label):
                         return obs
-                real.release_kv_cache(reqs[r], tree, ps)
+                dies(label, r, finish_rematches, lambda: real.release_kv_cache(reqs[r], tree, ps))
                 s = schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
                 state[r] = "finished"
             else:
@@ -294,6 +313,8 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                                 _sizes(x, outcomes[0]) if outcomes else None))
                     return obs
                 s = match[0]
+        except _SchedulerDied:  # SGLang's scheduler died, or the model says it does (compared above)
+            return obs
         except Infeasible as e:  # the scenario leaves the bounded model (e.g. more nodes than atoms)
             obs.append((f"{label}: outside the bounded model", "-", "-"))
             obs.append(("outside", str(e), str(e)))
@@ -302,6 +323,11 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         if sc.busy:
             busy_obs(label)
     return obs
+
+
+class _SchedulerDied(Exception):
+    """SGLang's scheduler died (an AssertionError in its insert-and-re-match), or the model says it
+    would: the scenario ends there."""
 
 
 def _model_evictions(x: Ctx, s: Any, n: int) -> list[Any]:

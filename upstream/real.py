@@ -443,6 +443,16 @@ def release_kv_cache(req: Any, tree: Any, page_size: int) -> None:
         release(req, tree)
 
 
+def finish_checkpoints() -> bool:
+    """Whether this release's `release_kv_cache` puts a finished request into the tree through
+    `checkpoint_into_tree` (0.5.22+: it re-matches the key after the insert, as a stash does)."""
+    import inspect
+
+    from sglang.srt.mem_cache.common import release_kv_cache as release
+
+    return "checkpoint" in inspect.signature(release).parameters
+
+
 def stash(req: Any, tree: Any) -> None:
     """The scheduler's stash of a chunk (or of a request that keeps decoding): `cache_unfinished_req`
     (`chunked=True` where the release takes it), from 0.5.22 `tree.checkpoint(req, up_to=extend_end)`
