@@ -168,10 +168,12 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
     stashed = [False, False]  # stashed since its last prefill progress
 
     def dies(label: str, r: int, finished: bool, call: Any) -> None:
-        """Run SGLang's insert-and-re-match (`call`) next to the model's prediction of its
-        assertion (radix_cache.checkpoint_assertion_fails): when either side says the scheduler dies
-        there, that is compared and the scenario ends (agreement only if both die)."""
-        predicted = bool(radix_cache.checkpoint_assertion_fails(x, s, r, finished))
+        """Run SGLang's stash or release (`call`) next to the model's prediction of the assertion
+        in its insert-and-re-match (radix_cache.checkpoint_assertion_fails; a finish re-matches only
+        where the release finishes through checkpoint_into_tree): when either side says the
+        scheduler dies there, that is compared and the scenario ends (agreement only if both die)."""
+        rematches = finish_rematches if finished else True
+        predicted = rematches and bool(radix_cache.checkpoint_assertion_fails(x, s, r, finished))
         try:
             call()
         except AssertionError as e:
@@ -298,7 +300,7 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 while state[r] != "done":
                     if not chunk(r, 64, label):
                         return obs
-                dies(label, r, finish_rematches, lambda: real.release_kv_cache(reqs[r], tree, ps))
+                dies(label, r, True, lambda: real.release_kv_cache(reqs[r], tree, ps))
                 s = schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
                 state[r] = "finished"
             else:
