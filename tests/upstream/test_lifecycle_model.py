@@ -91,3 +91,27 @@ def test_the_finish_after_a_short_rematch_kills_0_5_22(design_name: str, dies: b
     assert bool(radix_cache.checkpoint_assertion_fails(x, s, 1, finished=True)) is dies
     # a second stash without new KV would fail the same assertion where the stash re-matches
     assert bool(radix_cache.checkpoint_assertion_fails(x, s.req(1, kv_committed_len=10), 1, finished=False)) is dies
+
+
+@pytest.mark.parametrize("design_name,dies", [("v0.5.20", True), ("v0.5.23", False)])
+def test_the_second_stash_after_a_short_rematch_dies(design_name: str, dies: bool) -> None:
+    """kvmc conform on 0.5.20 (both sides die): page 4, window 5, a 12-token warm prefix (SGLang's
+    nodes [0, 4) and [4, 12), #26919's cap), a 34-token request sharing it, chunks of 10 and 12:
+    the first stash re-matches to 12 ([12, 16) tombstone, [16, 20) live, shorter than the window),
+    the second's insert finds [12, 20) in the tree and its re-match ends at 12 again."""
+    design = preset(design_name)
+    sc = lifecycle.Life(4, True, 5, 96, 12, ((34, True), (1, False)), (), "unified")
+    cfg, p = lifecycle._model(sc, design, (4, 8))
+    x = Ctx(Concrete(), cfg, design, p)
+    s = init_state(x).set(status=(WAITING, WAITING))
+    s, m, _ = match_prefix(x, s, 0)
+    assert m.prefix_len == 12
+    s, top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
+    s = s.req(0, last_node=m.last_device_node, swa_lock_top=top, cache_protected_len=12, kv_committed_len=12,
+              kv_allocated_len=12, status=CHUNKED)
+    s = s.set(req_pool_available=s.req_pool_available - 1)
+    s = allocator.alloc(x, s, 12).req(0, kv_committed_len=22, kv_allocated_len=22)  # chunk 10
+    assert not radix_cache.checkpoint_assertion_fails(x, s, 0, finished=False)
+    s = radix_cache.cache_unfinished_req(x, s, 0, "stash")
+    s = allocator.alloc(x, s, 12).req(0, kv_committed_len=34, kv_allocated_len=34)  # chunk 12
+    assert bool(radix_cache.checkpoint_assertion_fails(x, s, 0, finished=False)) is dies
