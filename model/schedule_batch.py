@@ -195,7 +195,7 @@ def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
         "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available",
         "swa_available", "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
+        "slot_closed", "load_back_node", "load_back_swa_top", "needless_retract", *DRIFT_FIELDS),
 )
 def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
     """Retract running requests one at a time (release_kv_cache without insert, evict for the
@@ -214,6 +214,7 @@ def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
         abort = x.and_(going, last_one, x.not_(fits))
         act = x.and_(going, x.or_(x.not_(last_one), abort))
         victims = [x.and_(act, _retract_victim(x, s, kept, r)) for r in range(R)]
+        s = ghost_needless_retract(x, s, kept, victims, forced if it == 0 else False)  # not mutated (ghost_)
         for r in range(R):
 
             def retract(r: int = r, it: int = it) -> State:
@@ -275,3 +276,26 @@ def alloc_for_decode(x: Ctx, s: State, batch: tuple) -> State:
         return s1
 
     return x.branch(ok, done, lambda: s.set(oom=OOM_DECODE))
+
+
+def ghost_needless_retract(x: Ctx, s: State, kept: tuple, victims: list, forced: Any) -> State:
+    """The ghost `needless_retract` (model/state.py GHOST_FIELDS): set when one of `victims` is
+    retracted (or aborted) from the `kept` batch although memory is not short (`short_of_memory`)
+    and SGLANG_TEST_RETRACT does not force this retraction (`forced`: its first one only). Kvmc's
+    own record, not SGLang's: `kvmc mutate` does not mutate a statement calling a `ghost_` function."""
+    needless = x.and_(x.or_(*victims), x.not_(x.or_(short_of_memory(x, s, kept), forced)))
+    return s.set(needless_retract=x.or_(s.needless_retract, needless))
+
+
+def short_of_memory(x: Ctx, s: State, batch: tuple) -> Any:
+    """What `check_decode_mem` failing means: even with every evictable tree token evicted, a pool
+    holds less than the next decode step of `batch` needs (available + evictable < need, in the full
+    pool and, with an SWA sub-allocator, in the SWA pool). Read on the state the check left: its
+    eviction moves tokens from evictable to available, so the sum is the one before it. Written
+    apart from the check itself (the ghost `needless_retract` compares the two)."""
+    need = decode_tokens_needed(x, s, batch)
+    cnt = radix_cache.counters(x, s)
+    short = s.full_available + cnt.full_evictable < need
+    if allocator.swa_paged(x):
+        short = x.or_(short, s.swa_available + cnt.swa_evictable < need)
+    return short

@@ -123,7 +123,7 @@ def init_state(x: Ctx) -> State:
         slot_is_active=(False,) * S,
         slot_closed=(False,) * S,
         last_batch=NO_BATCH,
-        oom=OOM_NONE,
+        oom=OOM_NONE, needless_retract=False,  # (a ghost: model/state.py GHOST_FIELDS)
     )
 
 
@@ -288,7 +288,7 @@ def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
         "last_node", "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available", "req_pool_available", "slot_holding",
         "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len",
         "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom",
-        "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
+        "load_back_node", "load_back_swa_top", "needless_retract", *DRIFT_FIELDS),
 )
 def run_decode_batch(x: Ctx, s: State) -> State:
     """`update_running_batch` (check_decode_mem, retract_decode), one decode (or EAGLE verify)
@@ -331,8 +331,9 @@ def run_decode_batch(x: Ctx, s: State) -> State:
 
 
 def event_loop_iteration(x: Ctx, s: State) -> State:
-    """One iteration of `Scheduler.event_loop_normal`."""
-    s = x.checkpoint("received", recv_requests(x, s))
+    """One iteration of `Scheduler.event_loop_normal`. The ghost `needless_retract` describes this
+    iteration only (retract_decode sets it)."""
+    s = x.checkpoint("received", recv_requests(x, s.set(needless_retract=False)))
     s = x.checkpoint("loads checked", hicache.loading_check(x, s))
     s = stash_chunked_req(x, s)
     s, ad = get_new_batch_prefill(x, s)

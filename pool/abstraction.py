@@ -142,6 +142,7 @@ def to_state(sch: Scheduler) -> State:
         slot_closed=tuple(s.closed for s in slots),
         last_batch=sch.last_batch,
         oom=sch.oom,
+        needless_retract=False,  # a ghost of the model's (model/state.py GHOST_FIELDS): not compared
     )
 
 

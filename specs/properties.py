@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from model import radix_cache
+from model import enqueue, radix_cache
 from model.invariant_checker import holds_kv, is_fully_idle, self_check_during_busy, self_check_during_idle
 from model.session import holds_range
 from model.state import (DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS,
-                          FINISHED, ROOT, RUNNING, VIRTUAL, WAITING, State)
+                          FINISHED, NEW, ROOT, RUNNING, VIRTUAL, WAITING, State)
 from model.transition import Ctx
 
 
@@ -284,6 +284,44 @@ def _idle_check_complete(x: Ctx, s: State) -> Any:
     return x.implies(x.and_(i.idle, x.not_(_idle_exact(x, s))), i.fired)
 
 
+# -- request lengths, retraction ---------------------------------------------------------------------
+def _request_bounds(x: Ctx, s: State) -> Any:
+    """Per request: its output stops at its enqueued max_new_tokens (model/enqueue.py: after the
+    #25126 clip, which may leave 0; the prefill's first token comes regardless, so max(M, 1)); its
+    committed KV covers only tokens it has, all but the one being decoded (C <= |input| + |output| - 1,
+    so C <= |input| + max(M, 1) - 1); a request not yet arrived has no output and no KV, and a waiting
+    one (never run, retracted: output kept, KV reset, or a session's next turn) no KV."""
+    out = []
+    for r in range(x.cfg.num_reqs):
+        st, n = s.status[r], s.output_len[r]
+        A, C = s.kv_allocated_len[r], s.kv_committed_len[r]
+        out.append(x.and_(n >= 0, n <= x.max(enqueue.max_new_tokens(x, s, r), 1)))
+        out.append(C <= s.origin_input_len[r] + n - 1)
+        out.append(x.implies(st == NEW, x.and_(n == 0, A == 0, C == 0)))
+        out.append(x.implies(st == WAITING, x.and_(A == 0, C == 0)))
+    return x.and_(*out)
+
+
+def _some_finished(x: Ctx, s: State) -> Any:
+    return x.or_(*[s.status[r] == FINISHED for r in range(x.cfg.num_reqs)])
+
+
+def _retract_only_when_short(x: Ctx, s: State) -> Any:
+    """The ghost `needless_retract` (model/schedule_batch.py::retract_decode) is off: every request
+    the last decode retracted or aborted answered a shortfall, available + evictable < need for the
+    requests still kept, at the check that chose it (SGLANG_TEST_RETRACT may force the first)."""
+    return x.not_(s.needless_retract)
+
+
+def _decode_mem_checked(x: Ctx, s: State) -> Any:
+    """The last iteration ran check_decode_mem: a decode batch ran, or a request was retracted (it
+    waits with output kept: only retract_decode puts a request with output back in the waiting queue;
+    a session's next turn starts with none). Not "a retraction happened": on the configs without
+    memory pressure none does, and the property still constrains every check there."""
+    retracted = x.or_(*[x.and_(s.status[r] == WAITING, s.output_len[r] > 0) for r in range(x.cfg.num_reqs)])
+    return x.or_(s.last_batch == DECODE_BATCH, retracted)
+
+
 def _idle_after_serving(x: Ctx, s: State) -> Any:
     served = x.or_(*[s.status[r] == FINISHED for r in range(x.cfg.num_reqs)])
     return x.and_(is_fully_idle(x, s), served, radix_cache.tree_tokens(x, s)[0] > 0)
@@ -377,6 +415,22 @@ PROPERTIES: dict[str, Property] = {
             _idle_check_complete,
             _idle_after_serving,
             "the server is idle after serving a request, with tokens in the tree",
+        ),
+        Property(
+            "request_bounds",
+            "a request's output stops at its max_new_tokens (as enqueued, at least the prefill's token), its committed "
+            "KV within |input| + |output| - 1; a request not yet arrived has no output and no KV, a waiting one no KV",
+            _request_bounds,
+            _some_finished,
+            "a request finished",
+        ),
+        Property(
+            "retract_only_when_short",
+            "decode retracts or aborts a request only when available + evictable < need at that check "
+            "(what check_decode_mem failing means; SGLANG_TEST_RETRACT may force the first retraction)",
+            _retract_only_when_short,
+            _decode_mem_checked,
+            "decode memory was checked (a decode batch ran, or a request was retracted)",
         ),
     ]
 }

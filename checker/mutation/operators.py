@@ -33,6 +33,7 @@ import functools
 import importlib
 import inspect
 import textwrap
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -256,12 +257,28 @@ def _variants(node: ast.AST, parent_stmt_bound: dict[int, set[str]]) -> Iterator
         yield "drop", lambda n: None
 
 
+def _ghost(node: ast.AST) -> bool:
+    """A statement that records a ghost field (`s = ghost_...(...)`, model/state.py GHOST_FIELDS):
+    kvmc's own instrumentation, not SGLang's logic, so not a site of mutation."""
+    if not isinstance(node, (ast.Assign, ast.Expr)) or not isinstance(node.value, ast.Call):
+        return False
+    f = node.value.func
+    return isinstance(f, ast.Name) and f.id.startswith("ghost_")
+
+
 def _walk(fn: ast.FunctionDef) -> list[ast.AST]:
-    """Every node of the function body in a fixed order (the docstring and decorators excluded)."""
+    """Every node of the function body in a fixed order (the docstring and decorators excluded):
+    `ast.walk`'s breadth-first order, without the ghost statements and what they contain."""
     body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
     out: list[ast.AST] = []
     for st in body:
-        out.extend(ast.walk(st))
+        todo = deque([st])
+        while todo:
+            node = todo.popleft()
+            if _ghost(node):
+                continue
+            out.append(node)
+            todo.extend(ast.iter_child_nodes(node))
     return out
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from model import designs
 from model.designs import PRESETS, Design
-from model.state import FIELD_NAMES, State
+from model.state import FIELD_NAMES, GHOST_FIELDS, State
 
 from checker.traces.itf import ItfError
 from checker.traces.trace import Trace, TraceMismatch
@@ -83,6 +83,7 @@ class Outcome:
 
 
 def _first_difference(model: State, pool: State) -> tuple[str, Any, Any] | None:
+    model = model.set(**{f: getattr(pool, f) for f in GHOST_FIELDS})  # no pool object holds a ghost
     if model == pool:  # the common case: one tuple comparison over every field (all fields are compared)
         return None
     for f in FIELD_NAMES:

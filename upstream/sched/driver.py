@@ -29,6 +29,7 @@ from typing import Any
 from model.state import (
     FIELD_NAMES,
     FINISHED,
+    GHOST_FIELDS,
     OOM_DECODE,
     OOM_NONE,
     OOM_PREFILL,
@@ -59,7 +60,7 @@ def observable(s: State) -> State:
     drops the slot object) has no lengths and no lock."""
     from model.state import ROOT
 
-    upd: dict[str, Any] = {}
+    upd: dict[str, Any] = {f: False for f in GHOST_FIELDS}  # kvmc's own record; no SGLang object has it
     if FINISHED in s.status:
         for f in _REQ_DONT_CARE:
             upd[f] = tuple(0 if st == FINISHED else v for v, st in zip(getattr(s, f), s.status))
