@@ -186,7 +186,13 @@ def test_the_joint_query_is_capped_when_candidates_can_be_split(split: bool, mon
     system = System(CONFIGS["small"], PRESETS["current"])
     h = KInduction(system, ["no_prefill_oom"], timeout_ms=10 * induction.JOINT_AFTER_MS).houdini(1, split_on_unknown=split)
     assert h.proved == ["no_prefill_oom"], h
-    assert limits[-1] == (induction.JOINT_AFTER_MS if split else 10 * induction.JOINT_AFTER_MS), limits
+    # limits[0] is what _encode gave the joint query's solver; with splits it is capped at once. On a
+    # loaded machine the capped joint query may give up, and the per-candidate queries that follow get
+    # the whole timeout again (their limits come after these two)
+    if split:
+        assert limits[:2] == [10 * induction.JOINT_AFTER_MS, induction.JOINT_AFTER_MS], limits
+    else:
+        assert limits == [10 * induction.JOINT_AFTER_MS], limits
 
 
 def test_case_splits_cover_every_state() -> None:
@@ -236,7 +242,9 @@ def test_case_splits_cover_every_state() -> None:
     assert s.check() == z3.sat
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+# two workers only: the sequential case loop is what test_a_level_z3_always_gives_up_on_is_split_without_asking[1]
+# runs (and one worker cost CI minutes more for the same code path)
+@pytest.mark.parametrize("workers", [2])
 def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A per-candidate query the solver cannot answer whole is split into cases: with every whole
     query made unknown, Houdini on `small` still proves what it proves without splitting and still
