@@ -23,13 +23,19 @@ SGLANG_0518 = {"full_available": 88, "full_evictable": 4, "full_protected": 0, "
                "swa_evictable": 0, "swa_protected": 0}
 
 
-def _stashed(design_name: str):
+def _matched(design_name: str, input_len: int):
+    """Page 4, window 5, a 96-token pool, the unified cache; request 1 (`input_len` tokens) matched."""
     design = preset(design_name)
-    sc = lifecycle.Life(4, True, 5, 96, 0, ((1, False), (10, False)), (), "unified")
+    sc = lifecycle.Life(4, True, 5, 96, 0, ((1, False), (input_len, False)), (), "unified")
     cfg, p = lifecycle._model(sc, design)
     x = Ctx(Concrete(), cfg, design, p)
     s = init_state(x).set(status=(WAITING, WAITING))
     s, m, _ = match_prefix(x, s, 1)
+    return design, x, s, m
+
+
+def _stashed(design_name: str):
+    _design, x, s, m = _matched(design_name, 10)
     s, top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
     s = s.req(1, last_node=m.last_device_node, swa_lock_top=top, cache_protected_len=0, kv_committed_len=0,
               kv_allocated_len=0, status=CHUNKED)
@@ -66,12 +72,7 @@ def _stashed_then_grown(design_name: str):
     """Finding 3's scenario (docs/releases.md §0): one request of 11 tokens prefilled 10, stashed
     (the re-match ends at 0: [0, 4) tombstone, [4, 8) live, shorter than the window), then its
     last token; returns the state before the finish."""
-    design = preset(design_name)
-    sc = lifecycle.Life(4, True, 5, 96, 0, ((1, False), (11, False)), (), "unified")
-    cfg, p = lifecycle._model(sc, design)
-    x = Ctx(Concrete(), cfg, design, p)
-    s = init_state(x).set(status=(WAITING, WAITING))
-    s, m, _ = match_prefix(x, s, 1)
+    design, x, s, m = _matched(design_name, 11)
     s = s.req(1, last_node=m.last_device_node, cache_protected_len=0, status=CHUNKED)
     s = s.set(req_pool_available=s.req_pool_available - 1)
     s = allocator.alloc(x, s, 12).req(1, kv_committed_len=10, kv_allocated_len=10)  # chunk 10
