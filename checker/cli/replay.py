@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from checker.replay.pool import DIVERGED, ERROR, NOT_REPLAYABLE, Outcome, read_trace, replay_trace
+from upstream.devices import check_device  # the one device check, shared with kvmc conform
 
 
 def expand(patterns: list[str]) -> list[str]:
@@ -23,20 +24,6 @@ def expand(patterns: list[str]) -> list[str]:
         else:
             out.append(p)
     return out
-
-
-def check_device(device: str, available: bool = True) -> str:
-    """`--device`: its name always; with `available`, that it is there (imports torch, so it is
-    asked only once a valid trace is to be replayed: bad input is answered before torch loads)."""
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"unknown device {device!r}; expected cpu or cuda")
-    if available and device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {device}: no CUDA device is available here (torch.cuda.is_available() is False); "
-                             "use --device cpu")
-    return device
 
 
 def exit_status(outcomes: list[Outcome]) -> int:
