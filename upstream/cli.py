@@ -31,6 +31,8 @@ def add_parsers(sub: Any) -> None:
     pc.add_argument("--dir", help="install folder (default $KVMC_SGLANG_DIR or ~/.cache/kvmc/sglang)")
     pc.add_argument("--install", action="store_true", help="install missing releases first")
     pc.add_argument("--jobs", type=int, default=2, help="releases run in parallel (default 2)")
+    pc.add_argument("--device", default="cpu",
+                    help="cpu (default) or cuda: SGLang's objects on the GPU, the real Triton allocator kernels")
     pc.add_argument("--json", action="store_true", help="one JSON document on stdout")
     pc.add_argument("--markdown", metavar="FILE", help="also write the agreement table as Markdown")
     pc.add_argument("--update-doc", metavar="FILE",

@@ -7,6 +7,10 @@ runs both, and compares every observed field. The parent prints the table transi
 -> scenarios, agreed, documented abstractions, disagreed, and each disagreement shrunk to a
 minimal scenario, side by side (`SGLang 0.5.13: NO_TOKEN / kvmc v0.5.13: CONTINUE`).
 
+`--device cuda` builds SGLang's objects on the GPU and lets the paged allocator launch its real
+Triton kernels (upstream/worker.py); the table's header then says "on cuda" and each release's
+JSON result carries `device` and `kernels` (what `alloc_extend` ran: routed / torch / triton).
+
 Exit status: 0 every scenario agreed or is a documented abstraction; 1 some disagreed; 2 bad
 input (unknown release, release not installed, no adapter for its API, unknown row).
 """
@@ -42,7 +46,7 @@ def row_names() -> tuple[str, ...]:
 
 
 def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[str], examples: int, seed: int,
-            root: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+            root: Path, overrides: Sequence[str] = (), device: str = "cpu") -> dict[str, Any]:
     path = release_path(root, version)
     from .install import MARKER
     from .sched.replay import extras_dir
@@ -59,11 +63,13 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
         cmd += ["--row", r]
     for o in overrides:
         cmd += ["--override", str(Path(o).resolve())]
+    if device != "cpu":
+        cmd += ["--device", device]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
     if p.returncode != 0:
         tail = "\n".join(p.stderr.strip().splitlines()[-15:])
-        return {"version": version, "design": design, "error": f"worker exited {p.returncode}:\n{tail}"}
+        return {"version": version, "design": design, "device": device, "error": f"worker exited {p.returncode}:\n{tail}"}
     out = json.loads(p.stdout.strip().splitlines()[-1])
     out["seconds"] = round(time.time() - t0, 1)
     return out
@@ -72,11 +78,17 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
 def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000, seed: int = 0,
         root: Path | None = None, design: str | None = None, mutants: Sequence[str] = (), jobs: int = 2,
         do_install: bool = False, overrides: Sequence[str] = (),
-        pairs: Sequence[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+        pairs: Sequence[tuple[str, str]] | None = None, device: str = "cpu") -> list[dict[str, Any]]:
     """Conform each release to its preset (or to `design`); `pairs` (release, preset) instead of
     `versions` runs exactly those (`--all`: every preset that names a release, `current` included).
     A pair whose preset has the same flags as another pair's on the same release is not run twice:
-    its result is the other's, relabelled."""
+    its result is the other's, relabelled. `device`: where the workers build SGLang's objects."""
+    from .devices import check_device
+
+    try:  # a bad name or a missing GPU: one line, exit 2, before any worker starts
+        check_device(device)
+    except ValueError as e:
+        raise UpstreamUsageError(str(e)) from None
     root = Path(root) if root is not None else default_dir()
     if pairs is not None:
         versions = list(dict.fromkeys(v for v, _d in pairs))
@@ -116,7 +128,7 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
     for v, d in pairs:
         runs.setdefault((v, tuple(sorted(_preset(d).flags().items(), key=str))), (v, d))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides)
+        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides, device)
                 for key, (v, d) in runs.items()}
         out = []
         for v, d in pairs:
@@ -130,8 +142,9 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
 # -- reporting -------------------------------------------------------------------------------------
 def table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one line per (row, release)."""
+    on = _on(results)
     lines = [
-        "| transition | SGLang | kvmc design | scenarios | agreed | documented abstractions | disagreed |",
+        f"| transition | SGLang{on} | kvmc design | scenarios | agreed | documented abstractions | disagreed |",
         "|---|---|---|---:|---:|---|---:|",
     ]
     for res in results:
@@ -147,6 +160,12 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             pct = 100.0 * row["agreed"] / n if n else 0.0
             lines.append(f"| {row['row']} | {res['version']} | {res['design']} | {n} | {row['agreed']} ({pct:.1f} %) | {ab} | {row['disagreed']} |")
     return "\n".join(lines)
+
+
+def _on(results: Sequence[dict[str, Any]]) -> str:
+    """The header's " (on cuda)" where some release ran off the cpu (a cpu run's table is unchanged)."""
+    devices = sorted({res.get("device", "cpu") for res in results} - {"cpu"})
+    return f" (on {', '.join(devices)})" if devices else ""
 
 
 def side_by_side(res: dict[str, Any], row: dict[str, Any]) -> str:
@@ -177,7 +196,11 @@ def report(results: Sequence[dict[str, Any]]) -> tuple[str, int]:
                 worst = max(worst, 1)
     total = sum(r.get("scenarios", 0) for res in results for r in res.get("rows", []))
     secs = max((res.get("seconds", 0) for res in results), default=0)
-    parts.append(f"{total} scenarios; the slowest release took {secs:.0f} s")
+    tail = f"{total} scenarios; the slowest release took {secs:.0f} s"
+    if _on(results):
+        kinds = ", ".join(f"{res['version']}: {res.get('kernels', '?')}" for res in results if "error" not in res)
+        tail += f"{_on(results)}; paged allocator kernels: {kinds or '-'}"
+    parts.append(tail)
     return "\n\n".join(parts), worst
 
 
@@ -246,7 +269,8 @@ def cmd_conform(args: Any) -> int:
             pairs = preset_pairs() if args.all and args.design is None else None
             versions = [r.version for r in preset_releases()] if args.all else args.sglang
             results = run(versions, args.transition or (), args.examples, args.seed, Path(args.dir) if args.dir else None,
-                          args.design, args.mutant, args.jobs, args.install, args.override or (), pairs=pairs)
+                          args.design, args.mutant, args.jobs, args.install, args.override or (), pairs=pairs,
+                          device=getattr(args, "device", "cpu") or "cpu")
     except UpstreamUsageError as e:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return EXIT_USAGE

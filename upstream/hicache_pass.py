@@ -210,6 +210,9 @@ def unavailable(design: Design, version: str) -> str | None:
     and the release builds UnifiedRadixCache with HiCache for hybrid SWA."""
     import importlib.util
 
+    if real.device() != "cpu":
+        return (f"on {real.device()}: the row builds SGLang's scheduler (upstream/sched/harness.py), which kvmc runs "
+                "on cpu only")
     for mod in ("setproctitle", "fastapi", "uvicorn"):
         if importlib.util.find_spec(mod) is None:
             return ("the scheduler module's extra dependencies are not installed (upstream/sched/replay.py SCHED_DEPS; "

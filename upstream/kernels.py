@@ -18,6 +18,7 @@ len(free_pages)` -> None) decides, as it would on a GPU where the kernel reads o
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -51,16 +52,44 @@ def _alloc_decode(seq_lens: torch.Tensor, last_loc: torch.Tensor, free_pages: to
             out_indices[i] = int(last_loc[i]) + 1
 
 
-def route(module: Any) -> None:
-    """Rebind the kernel names in the paged allocator's module (no-op where they do not exist)."""
+def torch_kernels(module: Any) -> tuple[Any, Any]:
+    """kvmc's torch versions of the module's two kernels, as plain functions with the kernels'
+    arguments: (extend or None where the module has no `alloc_extend_naive`, decode).
+    `route` launches them on cpu; upstream/kernels_check.py compares them with the real kernels."""
     naive = getattr(module, "alloc_extend_naive", None)
-    if hasattr(module, "alloc_extend_kernel") and naive is not None:
+    extend = None
+    if naive is not None:
 
         def extend(prefix_lens: torch.Tensor, seq_lens: torch.Tensor, last_loc: torch.Tensor, free_pages: torch.Tensor,
                    out_indices: torch.Tensor, bs_upper: int, page_size: int) -> None:
             need = int(((seq_lens + page_size - 1) // page_size - (prefix_lens + page_size - 1) // page_size).sum())
             naive(prefix_lens, seq_lens, last_loc, _padded(free_pages, need), out_indices, page_size, free_pages.device)
 
+    return extend, _alloc_decode
+
+
+def route(module: Any) -> None:
+    """Rebind the kernel names in the paged allocator's module (no-op where they do not exist)."""
+    extend, decode = torch_kernels(module)
+    if hasattr(module, "alloc_extend_kernel") and extend is not None:
         module.alloc_extend_kernel = _Launcher(extend)
     if hasattr(module, "alloc_decode_kernel"):
-        module.alloc_decode_kernel = _Launcher(_alloc_decode)
+        module.alloc_decode_kernel = _Launcher(decode)
+
+
+def launch_kind(module: Any, allocator: Any = None) -> str:
+    """What the paged allocator's `alloc_extend` runs in this process: "routed" (kvmc's torch
+    versions, `route`), "torch" (0.5.22+: SGLang's own torch path, `use_triton_kernels` False on
+    `allocator`), "triton" (the real Triton JITFunction), or "stub" (kvmc's CPU stand-in, whose
+    launch raises)."""
+    if allocator is not None and getattr(allocator, "use_triton_kernels", True) is False:
+        return "torch"
+    k = getattr(module, "alloc_extend_kernel", None)
+    if isinstance(k, _Launcher):
+        return "routed"
+    from .devices import _is_stub
+
+    mod = sys.modules.get(type(k).__module__)
+    if _is_stub(getattr(mod, "__file__", None)):
+        return "stub"
+    return "triton" if type(k).__module__.startswith("triton") else f"other ({type(k).__module__}.{type(k).__name__})"

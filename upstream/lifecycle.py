@@ -142,8 +142,6 @@ def _sizes(x: Ctx, s: Any) -> dict[str, int]:
 
 
 def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
-    import torch
-
     ps = sc.page_size
     alloc = real.allocator("swa" if sc.swa else ("token" if ps == 1 else "paged"), sc.pool, ps, sc.pool)
     pool = real.req_to_token_pool(4, max_context_len=128)

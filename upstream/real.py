@@ -7,7 +7,9 @@ Everything here is SGLang's code running for real on CPU: `PrefillAdder`, `Req`,
 head_dim 8, bfloat16). Nothing is mocked. The only substitution is the allocator kernels
 (upstream/kernels.py): up to 0.5.21 the paged `alloc_extend` / `alloc_decode` launch Triton
 kernels, which are routed to SGLang's own torch reference `alloc_extend_naive` and to kvmc's
-emulation of `alloc_decode_kernel`.
+emulation of `alloc_decode_kernel`. With `configure("cuda")` (the worker's `--device cuda`) every
+object and every tensor handed to SGLang is on the GPU and nothing is routed: the real Triton
+kernels run, as in SGLang's production CUDA path.
 
 Release differences are handled by feature tests on the imported objects (which attribute or
 module exists), not by version strings; the families are listed in upstream/releases.py.
@@ -25,6 +27,44 @@ import torch
 from . import kernels
 
 _SETUP: dict[str, Any] = {}
+_DEVICE = ["cpu"]
+
+
+def configure(device: str) -> None:
+    """The device SGLang's objects live on (before the first `setup()`; the worker's `--device`)."""
+    if _SETUP and device != _DEVICE[0]:
+        raise RuntimeError(f"real.configure({device=}) after setup() on {_DEVICE[0]}")
+    _DEVICE[0] = device
+
+
+def device() -> str:
+    return _DEVICE[0]
+
+
+def ints(values: Any) -> Any:
+    """An int64 tensor on the objects' device (what SGLang's scheduler hands its allocators)."""
+    return torch.tensor(values, dtype=torch.int64, device=_DEVICE[0])
+
+
+def cpu_ints(values: Any) -> Any:
+    """An int64 cpu tensor (the allocators' `*_cpu` arguments)."""
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def no_slots() -> Any:
+    return torch.empty((0,), dtype=torch.int64, device=_DEVICE[0])
+
+
+def allocator_modules() -> tuple[Any, Any, Any]:
+    """(token, paged, swa) allocator modules of the release."""
+    try:  # mem_cache/allocator/ package since #26676 (0.5.13)
+        token_mod = importlib.import_module("sglang.srt.mem_cache.allocator.token")
+        paged_mod = importlib.import_module("sglang.srt.mem_cache.allocator.paged")
+        swa_mod = importlib.import_module("sglang.srt.mem_cache.allocator.swa")
+    except ImportError:
+        token_mod = paged_mod = importlib.import_module("sglang.srt.mem_cache.allocator")
+        swa_mod = importlib.import_module("sglang.srt.mem_cache.swa_memory_pool")
+    return token_mod, paged_mod, swa_mod
 
 
 def setup() -> dict[str, Any]:
@@ -43,14 +83,9 @@ def setup() -> dict[str, Any]:
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
 
     set_global_server_args_for_scheduler(ServerArgs(model_path="dummy"))
-    try:  # mem_cache/allocator/ package since #26676 (0.5.13)
-        token_mod = importlib.import_module("sglang.srt.mem_cache.allocator.token")
-        paged_mod = importlib.import_module("sglang.srt.mem_cache.allocator.paged")
-        swa_mod = importlib.import_module("sglang.srt.mem_cache.allocator.swa")
-    except ImportError:
-        token_mod = paged_mod = importlib.import_module("sglang.srt.mem_cache.allocator")
-        swa_mod = swa_memory_pool
-    kernels.route(paged_mod)
+    token_mod, paged_mod, swa_mod = allocator_modules()
+    if _DEVICE[0] == "cpu":  # on a GPU the real Triton kernels run
+        kernels.route(paged_mod)
     _SETUP.update(
         sb=schedule_batch, sp=schedule_policy, bpc=base_prefix_cache, mp=memory_pool, rc=radix_cache,
         swa_pool=swa_memory_pool, swa_rc=_optional("sglang.srt.mem_cache.swa_radix_cache"),  # gone in 0.5.21
@@ -114,13 +149,13 @@ def persistent_lock(tree: Any, req: Any, swa: bool) -> None:
 def kv_pool(size: int, page_size: int) -> Any:
     m = setup()["mp"]
     return m.MHATokenToKVPool(size, page_size=page_size, dtype=torch.bfloat16, head_num=1, head_dim=8, layer_num=1,
-                              device="cpu", enable_memory_saver=False)
+                              device=_DEVICE[0], enable_memory_saver=False)
 
 
 def swa_kv_pool(size: int, size_swa: int, page_size: int) -> Any:
     m = setup()
     kw = dict(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1, head_dim=8,
-              swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu")
+              swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device=_DEVICE[0])
     try:
         return m["swa_pool"].SWAKVPool(**kw, enable_kvcache_transpose=False)
     except TypeError:  # the keyword went away in a later release
@@ -141,14 +176,14 @@ def allocator(kind: str, size: int, page_size: int, size_swa: int = 0, ring: int
             raise RuntimeError("this release has no per-request SWA ring (BaseSWAKVPool.swa_req_ring_size, 0.5.20+)")
         kv.swa_req_ring_size = ring
         return m["swa_mod"].SWATokenToKVPoolAllocator(size, size_swa, page_size=page_size, dtype=torch.bfloat16,
-                                                      device="cpu", kvcache=kv, need_sort=False, req_to_token_pool=pool)
+                                                      device=_DEVICE[0], kvcache=kv, need_sort=False, req_to_token_pool=pool)
     if kind == "token":
-        return m["token_mod"].TokenToKVPoolAllocator(size, dtype=torch.bfloat16, device="cpu",
+        return m["token_mod"].TokenToKVPoolAllocator(size, dtype=torch.bfloat16, device=_DEVICE[0],
                                                      kvcache=kv_pool(size, 1), need_sort=False)
     if kind == "paged":
-        return m["paged_mod"].PagedTokenToKVPoolAllocator(size, page_size=page_size, dtype=torch.bfloat16, device="cpu",
+        return m["paged_mod"].PagedTokenToKVPoolAllocator(size, page_size=page_size, dtype=torch.bfloat16, device=_DEVICE[0],
                                                           kvcache=kv_pool(size, page_size), need_sort=False)
-    return m["swa_mod"].SWATokenToKVPoolAllocator(size, size_swa, page_size=page_size, dtype=torch.bfloat16, device="cpu",
+    return m["swa_mod"].SWATokenToKVPoolAllocator(size, size_swa, page_size=page_size, dtype=torch.bfloat16, device=_DEVICE[0],
                                                   kvcache=swa_kv_pool(size, size_swa, page_size), need_sort=False)
 
 
@@ -156,20 +191,18 @@ def take(alloc: Any, n: int, page_size: int) -> Any:
     """n fresh slots (n a page multiple): `alloc(n)`, or for the paged SWA allocator (whose
     `alloc` requires page_size 1) a one-request `alloc_extend` from an empty prefix."""
     if n == 0:
-        return torch.empty((0,), dtype=torch.int64)
+        return no_slots()
     if page_size == 1 or not hasattr(alloc, "swa_attn_allocator"):
         out = alloc.alloc(n)
-    else:
-        z = torch.zeros((1,), dtype=torch.int64)
-        seq = torch.tensor([n], dtype=torch.int64)
-        out = alloc.alloc_extend(z, z.clone(), seq, seq.clone(), torch.tensor([-1], dtype=torch.int64), n)
+    else:  # prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc
+        out = alloc.alloc_extend(ints([0]), cpu_ints([0]), ints([n]), cpu_ints([n]), ints([-1]), n)
     if out is None:
         raise RuntimeError(f"scenario setup: could not allocate {n=} slots (available {alloc.available_size()})")
     return out
 
 
 def req_to_token_pool(size: int, max_context_len: int = 256) -> Any:
-    return setup()["mp"].ReqToTokenPool(size=size, max_context_len=max_context_len, device="cpu", enable_memory_saver=False)
+    return setup()["mp"].ReqToTokenPool(size=size, max_context_len=max_context_len, device=_DEVICE[0], enable_memory_saver=False)
 
 
 def tree_cache(alloc: Any, page_size: int, window: int | None, pool: Any, kind: str | None = None) -> Any:
@@ -396,9 +429,8 @@ def extend_slots(alloc: Any, row: Any, prefix: int, n: int, page_size: int) -> A
     a paged allocator, `alloc(n)` at page_size 1): what `alloc_for_extend` does for it."""
     if page_size == 1:
         return alloc.alloc(n)
-    t = lambda v: torch.tensor([v], dtype=torch.int64)  # noqa: E731
     last = int(row[prefix - 1]) if prefix else -1
-    return alloc.alloc_extend(t(prefix), t(prefix), t(prefix + n), t(prefix + n), t(last), n)
+    return alloc.alloc_extend(ints([prefix]), cpu_ints([prefix]), ints([prefix + n]), cpu_ints([prefix + n]), ints([last]), n)
 
 
 def set_kv_lens(req: Any, committed: int, allocated: int) -> None:

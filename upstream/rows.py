@@ -296,16 +296,16 @@ def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
                 if live and pos < len(live) and all(r is not live[pos % len(live)] for r in reqs):
                     reqs.append(live[pos % len(live)])
                 else:
-                    reqs.append({"idx": torch.empty((0,), dtype=torch.int64), "swa_from": 0, "new": True})
+                    reqs.append({"idx": real.no_slots(), "swa_from": 0, "new": True})
             adds = [n for _pos, n in op[1]]
             pre = [len(r["idx"]) for r in reqs]
             seq = [a + b for a, b in zip(pre, adds)]
             if ps == 1:
                 out = alloc.alloc(sum(adds))
             else:
-                t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
                 last = [int(r["idx"][-1]) if len(r["idx"]) else -1 for r in reqs]
-                out = alloc.alloc_extend(t(pre), t(pre), t(seq), t(seq), t(last), sum(adds))
+                out = alloc.alloc_extend(real.ints(pre), real.cpu_ints(pre), real.ints(seq), real.cpu_ints(seq),
+                                         real.ints(last), sum(adds))
             needs = [x.ceil_page(b) - x.ceil_page(a) for a, b in zip(pre, seq)] if ps > 1 else adds
             ok = ma.extend_fits(x, s, sum(needs), sum(adds), len(reqs))
             if ok:
@@ -326,9 +326,8 @@ def run_alloc(sc: AllocOps, design: Design) -> list[tuple[str, Any, Any]]:
             if ps == 1:
                 out = alloc.alloc(len(reqs))
             else:
-                t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
                 last = [int(r["idx"][-1]) if len(r["idx"]) else -1 for r in reqs]
-                out = alloc.alloc_decode(t(seq), t(seq), t(last))
+                out = alloc.alloc_decode(real.ints(seq), real.cpu_ints(seq), real.ints(last))
             # the model's decode need: a page per request whose KV ends on a page boundary
             from model.config import Config, concrete_params
             from model.ops import Concrete

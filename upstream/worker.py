@@ -7,8 +7,15 @@ twice with the same seed:
 2. if some scenario disagreed, run again with shrinking on, failing on the first disagreement:
    Hypothesis shrinks it to a minimal scenario, printed side by side.
 
-Prints one JSON document on stdout: {"version", "design", "rows": [{"row", "scenarios",
-"agreed", "abstractions": {name: count}, "disagreed", "minimal": {...} | null, "seconds"}]}.
+Prints one JSON document on stdout: {"version", "design", "device", "kernels", "rows": [{"row",
+"scenarios", "agreed", "abstractions": {name: count}, "disagreed", "minimal": {...} | null, "seconds"}]}.
+`kernels` says what the paged allocator's `alloc_extend` ran here (upstream/kernels.py::launch_kind):
+"routed" (kvmc's torch versions, cpu up to 0.5.21), "torch" (SGLang's own torch path, cpu 0.5.22+)
+or "triton" (the real kernels: `--device cuda`).
+
+`--device cuda`: SGLang's objects are built on the GPU (upstream/real.py::configure), nothing is
+routed, and upstream/stubs moves to the end of sys.path before torch or triton is imported, so the
+real triton wins over kvmc's stub (upstream/devices.py::real_triton_first; it fails loudly if not).
 """
 
 from __future__ import annotations
@@ -137,14 +144,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--row", action="append", default=[])
     p.add_argument("--examples", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: SGLang's objects and kernels on the GPU")
     a = p.parse_args(argv)
     t0 = time.time()
+    if a.device != "cpu":  # before anything imports torch (which imports triton lazily)
+        from .devices import real_triton_first
+
+        real_triton_first()
     from model.designs import preset
 
-    from . import real
+    from . import kernels, real
     from .rows import ROWS
 
-    real.setup()
+    real.configure(a.device)
+    m = real.setup()
+    launched = kernels.launch_kind(m["paged_mod"], real.allocator("paged", 8, 4))
+    if a.device != "cpu" and launched != "triton":
+        raise RuntimeError(f"--device {a.device}: the paged allocator would run {launched!r} kernels, not the real "
+                           "Triton ones (upstream/kernels.py::launch_kind)")
     _no_local_constants()
     import_s = time.time() - t0
     design = preset(a.design).with_mutants(frozenset(a.mutant))
@@ -157,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides[mod.REPLACES] = mod.replacement
         design = Design(design.name + "+override", design.fixes, design.mutants, overrides)
     rows = [ROWS[r] for r in (a.row or list(ROWS))]
-    out = {"version": a.version, "design": design.name, "import_seconds": round(import_s, 1), "rows": []}
+    out = {"version": a.version, "design": design.name, "device": a.device, "kernels": launched,
+           "import_seconds": round(import_s, 1), "rows": []}
     for row in rows:
         if not row.applies(design, a.version):
             out["rows"].append({"row": row.name, "not_applicable": row.why_not(design, a.version)})

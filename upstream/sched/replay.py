@@ -227,6 +227,11 @@ def report(res: dict[str, Any], steps: bool = True) -> str:
 
 def cmd_replay_against(args: Any, files: Sequence[str]) -> int:
     """The `kvmc replay --against` entry (checker/cli/replay.py dispatches here lazily)."""
+    device = getattr(args, "device", "cpu") or "cpu"
+    if device != "cpu":  # the scheduler-level replay builds SGLang's Scheduler on cpu only
+        print(f"kvmc: error: --device {device} with --against: the replay on SGLang's own scheduler runs on cpu only "
+              "(upstream/sched/); drop --device, or use `kvmc conform --device cuda` for SGLang's CUDA path", file=sys.stderr)
+        return EXIT_USAGE
     try:
         version = releases.parse_against(args.against)
         res = replay(version, files, getattr(args, "revert", None) or (), Path(args.dir) if getattr(args, "dir", None) else None,
