@@ -34,6 +34,14 @@ def results(sglang_root: Path) -> dict:
 
 
 @pytest.mark.parametrize("version", CI_RELEASES)
+def test_cpu_worker_routes_the_paged_kernels(results: dict, version: str) -> None:
+    """On cpu the paged allocator runs kvmc's torch routing (upstream/kernels.py), not a Triton stub
+    (tests/upstream/test_cuda_path.py checks the real kernels run on cuda)."""
+    res = results[version]
+    assert res.get("device") == "cpu" and res.get("kernels") == "routed", {k: res.get(k) for k in ("device", "kernels")}
+
+
+@pytest.mark.parametrize("version", CI_RELEASES)
 @pytest.mark.parametrize("row", conform.ROW_NAMES)
 def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -> None:
     res = results[version]
