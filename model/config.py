@@ -19,7 +19,7 @@ through the warm prefix only; a node one request inserted is matched again only 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterator, Mapping
 
 ROOT = -1
@@ -286,6 +286,12 @@ def enumerate_params(cfg: Config, explicit: bool = True) -> Iterator[Params]:
                     warm_device=tuple(bool(v) for v in wm[K : 2 * K]),
                     warm_host=tuple(bool(v) for v in wm[2 * K :]),
                 )
+
+
+def pinned(cfg: Config, **narrow: tuple[int, int]) -> Config:
+    """`cfg` with bounds == explicit bounds (narrowed by `narrow`): BMC and BFS see the same points."""
+    eb = {**cfg.explicit_bounds, **narrow}
+    return replace(cfg, bounds={**cfg.bounds, **eb}, explicit_bounds=eb)
 
 
 def concrete_params(cfg: Config, **values: Any) -> Params:

@@ -14,11 +14,10 @@ covers the group.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from model.config import Config
+from model.config import Config, pinned  # noqa: F401 (pinned: re-exported for the tests)
 from model.designs import FIXES, PRESETS, Design
 from model.system import System
 
@@ -28,12 +27,6 @@ from checker.engines.explicit import Explorer
 from checker.engines.run import FIX_FEATURES, features
 from checker.traces.trace import step_table
 from checker.verdict import Verdict
-
-
-def pinned(cfg: Config, **narrow: tuple[int, int]) -> Config:
-    """`cfg` with bounds == explicit bounds (narrowed by `narrow`): BMC and BFS see the same points."""
-    eb = {**cfg.explicit_bounds, **narrow}
-    return dataclasses.replace(cfg, bounds={**cfg.bounds, **eb}, explicit_bounds=eb)
 
 
 def equivalent_designs(cfg: Config, designs: dict[str, Design] | None = None) -> list[list[str]]:

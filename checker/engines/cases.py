@@ -33,7 +33,7 @@ class Case:
     base: str = "current"  # the preset the bug is planted in (EAGLE v1's config needs a release that ships it)
 
     def cfg(self) -> Config:
-        from checker.engines.agreement import pinned
+        from model.config import pinned
 
         return pinned(CONFIGS[self.config], **self.pins)
 
