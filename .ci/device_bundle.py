@@ -40,6 +40,7 @@ PY = "3.12"
 PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64"]
 KVMC_WHEELS = ["z3-solver", "itf-py", "frozendict"]
+JIT_TREES = ["sglang/jit_kernel", "sglang/kernels/jit"]
 DUMP = """import atexit, os, sys
 def _dump():
     with open(os.environ["KVMC_DUMP_MODULES"], "a") as f:
@@ -130,6 +131,10 @@ def build(versions: list[str], out: Path) -> None:
             src = root / f"sglang-{v}"
             dst = stage / src.name
             _copy_dirs(files, src, dst, whole=True)
+            for tree in JIT_TREES:  # their loaders find their C++ sources by path at import (include/, csrc/)
+                if (src / tree).is_dir():
+                    shutil.copytree(src / tree, dst / tree, dirs_exist_ok=True,
+                                    ignore=shutil.ignore_patterns("__pycache__", "benchmark", "tests"))
             so = [str(Path(f).relative_to(src)) for f in files if f.startswith(str(src)) and f.endswith(".so")]
             if so:
                 _cp312_sos(_download(f"sglang=={v}", work), so, dst)
