@@ -7,8 +7,12 @@ Also where the conformance worker makes the real `triton` win over kvmc's stub o
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 STUBS = Path(__file__).resolve().parent / "stubs"
 
@@ -46,7 +50,76 @@ def real_triton_first() -> str:
     if _is_stub(where):
         raise RuntimeError(f"--device cuda needs the real triton, but only kvmc's stub is importable ({where}); "
                            "install triton next to torch (pip install triton matching torch's CUDA build)")
+    absent_cuda_extensions()
     return str(where)
+
+
+# -- SGLang's CUDA-only extensions, absent ------------------------------------------------------------
+# On a CUDA host SGLang's module-level imports take their CUDA branch (`is_cuda()`): the quantization
+# and attention layers that `configs/model_config.py` and `mem_cache/memory_pool.py` import pull
+# `sgl_kernel.<sub>` and `flashinfer` names. kvmc never installs those (CUDA builds of their own),
+# and the rows never call them: the allocators run Triton kernels and torch. So on cuda the worker
+# serves them as absent: importable, every attribute a stand-in usable where an import needs it (a
+# base class, a subscript, an attribute chain), raising `AbsentCudaExtension` when called, so a row
+# that did reach one fails with its name instead of computing anything.
+ABSENT = ("sgl_kernel", "flashinfer")
+
+
+class AbsentCudaExtension(RuntimeError):
+    pass
+
+
+class _Absent:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(f"{self._name}.{attr}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise AbsentCudaExtension(f"{self._name} was called, but it is a CUDA extension kvmc does not install "
+                                  "(upstream/devices.py::ABSENT); this conformance row reached a kernel it does not model")
+
+    def __getitem__(self, key: Any) -> Any:
+        return self
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        return (type(self._name.rsplit(".", 1)[-1], (), {"__doc__": f"absent {self._name}"}),)
+
+    def __repr__(self) -> str:
+        return f"<absent CUDA extension {self._name}>"
+
+
+class _AbsentModule(types.ModuleType):
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(f"{self.__name__}.{attr}")
+
+
+class _AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on sys.meta_path: answers only for ABSENT names nothing before it found."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if not any(name == a or name.startswith(a + ".") for a in ABSENT):
+            return None
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec: Any) -> Any:
+        m = _AbsentModule(spec.name)
+        m.__path__ = []  # a package: its submodules come here too
+        m.__file__ = None
+        return m
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+def absent_cuda_extensions() -> None:
+    if not any(isinstance(f, _AbsentFinder) for f in sys.meta_path):
+        sys.meta_path.append(_AbsentFinder())
 
 
 def _is_stub_dir(p: str) -> bool:
