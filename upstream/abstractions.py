@@ -89,6 +89,22 @@ ABSTRACTIONS: list[Abstraction] = [
 ]
 
 
+ABSTRACTIONS.append(Abstraction(
+    "paged_kernel_reads_empty_free_list",
+    "On a GPU, up to 0.5.21, PagedTokenToKVPoolAllocator.alloc_extend / alloc_decode launch their Triton kernel "
+    "before the fit check (0.5.22 checks first); a request that opens a page reads free_pages[0], and with an "
+    "empty free list that is a CUDA illegal memory access (seen on an H200 for 0.5.13 and 0.5.18, "
+    ".ci/device_probe.py) where the cpu path and kvmc return None. The conformance worker on cuda does not make "
+    "that launch (upstream/devices.py::guard_paged_kernels) and counts the scenario here.",
+    "none of kvmc's properties: the allocation fails either way, and its caller's 'Prefill/Decode out of memory' "
+    "RuntimeError ends the scheduler either way (no_prefill_oom / no_decode_oom are violated in both); only "
+    "the message differs (a CUDA fault, the process's CUDA context lost)",
+    ("PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "SWATokenToKVPoolAllocator/ring", "RadixCache",
+     "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa"),
+    lambda sc, diffs, d, v: False,  # assigned by the worker when the guard fires, never from diffs
+))
+
+
 def match(row: str, sc: Any, diffs: list, design: Any, version: str) -> str | None:
     for a in ABSTRACTIONS:
         if row in a.rows and a.matches(sc, diffs, design, version):

@@ -136,3 +136,67 @@ def _is_stub(file: str | None) -> bool:
         return STUBS in Path(file).resolve().parents
     except OSError:
         return False
+
+
+# -- the paged allocator's kernel on an empty free list ------------------------------------------------
+# Up to 0.5.21 `PagedTokenToKVPoolAllocator.alloc_extend` / `alloc_decode` launch their Triton kernel
+# before checking that enough pages are free (0.5.22 moved the check before the launch). A request
+# that needs a new page reads `free_pages[k]`; with an empty free list that read faults on the GPU
+# ("an illegal memory access", .ci/device_probe.py on an H200: 0.5.13 and 0.5.18, extend and decode),
+# which poisons the process's CUDA context, and every later scenario of the worker would fail. (With
+# too few but some free pages the read stays inside the tensor's allocation and the allocator returns
+# None, as on the cpu.) So on cuda the worker does not make that launch: the guarded call raises
+# GpuFaultAvoided, and the scenario counts as the documented abstraction
+# `paged_kernel_reads_empty_free_list` (upstream/abstractions.py).
+class GpuFaultAvoided(RuntimeError):
+    pass
+
+
+def launches_before_fit_check(method: Any, kernel: str) -> bool:
+    """Does the release's `alloc_extend` / `alloc_decode` launch `kernel` before its `return None`?"""
+    import inspect
+
+    try:
+        src = inspect.getsource(method)
+    except (OSError, TypeError):
+        return False
+    launch, refuse = src.find(f"{kernel}["), src.find("return None")
+    return launch >= 0 and (refuse < 0 or launch < refuse)
+
+
+def guard_paged_kernels(cls: Any) -> list[str]:
+    """Wrap `cls.alloc_extend` / `cls.alloc_decode` where they launch before the fit check: an
+    empty free list and a request that opens a page raise GpuFaultAvoided instead of launching.
+    Returns the methods guarded."""
+    import functools
+    import inspect
+
+    def opens_page_extend(self: Any, a: Any) -> bool:
+        ps = self.page_size
+        pre, seq = a["prefix_lens_cpu"].tolist(), a["seq_lens_cpu"].tolist()
+        return any(-(-int(s) // ps) > -(-int(p) // ps) for p, s in zip(pre, seq))
+
+    def opens_page_decode(self: Any, a: Any) -> bool:
+        return any((int(s) - 1) % self.page_size == 0 for s in a["seq_lens_cpu"].tolist())
+
+    guarded = []
+    for name, kernel, opens in (("alloc_extend", "alloc_extend_kernel", opens_page_extend),
+                                ("alloc_decode", "alloc_decode_kernel", opens_page_decode)):
+        method = getattr(cls, name, None)
+        if method is None or getattr(method, "_kvmc_guarded", False) or not launches_before_fit_check(method, kernel):
+            continue
+        sig = inspect.signature(method)
+
+        def guarded_call(self: Any, *args: Any, _m: Any = method, _s: Any = sig, _o: Any = opens, _n: str = name,
+                         **kwargs: Any) -> Any:
+            a = _s.bind(self, *args, **kwargs).arguments
+            if len(self.free_pages) == 0 and _o(self, a):
+                raise GpuFaultAvoided(f"{type(self).__name__}.{_n} with an empty free list would launch its Triton "
+                                      "kernel, which reads free_pages[0] before the fit check: a CUDA fault on a GPU")
+            return _m(self, *args, **kwargs)
+
+        functools.update_wrapper(guarded_call, method)
+        guarded_call._kvmc_guarded = True  # type: ignore[attr-defined]
+        setattr(cls, name, guarded_call)
+        guarded.append(name)
+    return guarded

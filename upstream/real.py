@@ -86,6 +86,10 @@ def setup() -> dict[str, Any]:
     token_mod, paged_mod, swa_mod = allocator_modules()
     if _DEVICE[0] == "cpu":  # on a GPU the real Triton kernels run
         kernels.route(paged_mod)
+    else:  # ... except the launch that faults (upstream/devices.py::guard_paged_kernels)
+        from .devices import guard_paged_kernels
+
+        guard_paged_kernels(paged_mod.PagedTokenToKVPoolAllocator)
     _SETUP.update(
         sb=schedule_batch, sp=schedule_policy, bpc=base_prefix_cache, mp=memory_pool, rc=radix_cache,
         swa_pool=swa_memory_pool, swa_rc=_optional("sglang.srt.mem_cache.swa_radix_cache"),  # gone in 0.5.21

@@ -36,8 +36,12 @@ def _classify(row: Any, sc: Any, design: Any, version: str) -> tuple[str, list, 
     """("agree" | "abstraction" | "disagree", differing observations, abstraction name)."""
     from .abstractions import match
 
+    from .devices import GpuFaultAvoided
+
     try:
         obs = row.run(sc, design)
+    except GpuFaultAvoided as e:  # on cuda, a launch that would fault (upstream/devices.py)
+        return "abstraction", [("gpu", str(e), None)], "paged_kernel_reads_empty_free_list"
     except Exception:  # a scenario SGLang or the model cannot run is a disagreement to look at
         return "disagree", [("exception", traceback.format_exc(limit=6)[-1500:], None)], None
     diffs = [o for o in obs if o[1] != o[2]]

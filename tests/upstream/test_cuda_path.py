@@ -150,3 +150,68 @@ def test_kernel_check_finds_the_routing_equal_to_the_real_kernels(version: str) 
     (res,) = json.loads(p.stdout)["results"]
     for k in ("extend", "decode"):
         assert res[k]["compared"] > 0 and res[k]["equal"] == res[k]["compared"], res[k]
+
+
+# -- the guard against the faulting launch (upstream/devices.py::guard_paged_kernels), on cpu ------------
+_GUARD = """
+import json, sys
+from upstream import real
+from upstream.devices import GpuFaultAvoided, guard_paged_kernels
+real.configure("cpu")
+m = real.setup()
+guarded = guard_paged_kernels(m["paged_mod"].PagedTokenToKVPoolAllocator)
+alloc = real.allocator("paged", 8, 2)
+out = {"guarded": guarded}
+def extend(pre, seq, last):
+    try:
+        r = alloc.alloc_extend(real.ints([pre]), real.cpu_ints([pre]), real.ints([seq]), real.cpu_ints([seq]),
+                               real.ints([last]), seq - pre)
+        return None if r is None else r.tolist()
+    except GpuFaultAvoided:
+        return "avoided"
+def decode(seq, last):
+    try:
+        r = alloc.alloc_decode(real.ints([seq]), real.cpu_ints([seq]), real.ints([last]))
+        return None if r is None else r.tolist()
+    except GpuFaultAvoided:
+        return "avoided"
+first = extend(0, 3, -1)  # two pages of four
+out["fits"] = first
+out["rest"] = real.take(alloc, 4, 2).tolist()  # the free list is now empty
+out["extend_opens_page"] = extend(0, 2, -1)
+out["extend_in_last_page"] = extend(3, 4, first[-1])
+out["decode_opens_page"] = decode(5, 4)
+out["decode_in_last_page"] = decode(4, first[-1])
+print(json.dumps(out))
+"""
+
+
+def _guard_run(root: Path, version: str) -> dict:
+    import os
+
+    from upstream.install import release_path
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*release_path(root, version), str(REPO)]))
+    p = subprocess.run([sys.executable, "-W", "ignore", "-c", _GUARD], capture_output=True, text=True, cwd=REPO,
+                       env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_the_guard_stops_only_the_launch_that_reads_an_empty_free_list(sglang_root: Path) -> None:
+    """0.5.13 launches before its fit check: with no free page, a request that opens a page is
+    stopped (GpuFaultAvoided); one that stays in its last page runs (its kernel reads no free page)."""
+    out = _guard_run(sglang_root, "0.5.13")
+    assert out["guarded"] == ["alloc_extend", "alloc_decode"]
+    assert len(out["fits"]) == 3 and len(out["rest"]) == 4
+    assert out["extend_opens_page"] == "avoided" and out["decode_opens_page"] == "avoided"
+    assert out["extend_in_last_page"] == [out["fits"][-1] + 1]
+    assert out["decode_in_last_page"] == [out["fits"][-1] + 1]
+
+
+def test_a_release_that_checks_before_launching_is_not_guarded() -> None:
+    """0.5.22 moved the fit check before the launch: nothing to guard, the allocator returns None."""
+    root = _installed("0.5.23")
+    out = _guard_run(root, "0.5.23")
+    assert out["guarded"] == []
+    assert out["extend_opens_page"] is None and out["decode_opens_page"] is None
