@@ -12,9 +12,19 @@ import z3
 from checker.engines import run
 from checker.engines.bmc import BMC, _Run
 from checker.verdict import Verdict
+from model.config import pinned
 from model.designs import PRESETS
 from model.system import System
 from specs.configs import CONFIGS
+
+# hybrid_swa on its explicit bounds: the BMC's depths cost a third of the symbolic bounds' (9 s to
+# depth 2 instead of 32 s on an idle machine), while the 1-induction step case, which drops the
+# bounds, is the same minutes-long query
+HYBRID_SWA = pinned(CONFIGS["hybrid_swa"])
+# ... narrowed to #23174's corpus counterexample (counterexamples/v0.5.13-without-chunked_swa_page_reserve):
+# the bug is still at depth 3 there, which the explicit bounds alone miss
+HYBRID_SWA_23174 = pinned(CONFIGS["hybrid_swa"], full_tokens=(8, 8), swa_tokens=(5, 5), sliding_window_size=(3, 3),
+                          chunked_prefill_size=(3, 3), max_prefill_tokens=(8, 8))
 
 
 def _interrupt_after_depth(bmc: BMC, stop_at: int) -> tuple[list[int], threading.Event, threading.Thread, object]:
@@ -72,8 +82,8 @@ def test_an_interrupt_landing_as_a_check_returns_does_not_cancel_later_queries()
 
 @pytest.mark.parametrize("abandon", [True, False])
 def test_an_interrupted_depth_is_abandoned_only_when_asked(abandon: bool) -> None:
-    # hybrid_swa's depth 3 takes seconds, so the interrupts land inside its queries
-    system = System(CONFIGS["hybrid_swa"], PRESETS["current"])
+    # hybrid_swa's depth 3 takes seconds (also on its explicit bounds), so the interrupts land inside its queries
+    system = System(HYBRID_SWA, PRESETS["current"])
     bmc = BMC(system, ["conservation", "no_prefill_oom"], minimize=False)
     hits, done, pester, progress = _interrupt_after_depth(bmc, 2)  # as if a proof closed after depth 2
     try:
@@ -111,7 +121,7 @@ def test_a_first_error_stops_the_background_proof() -> None:
     # #23174 is found at depth 3; the proof attempt started at depth 2 (every witness found) is
     # still running then, and nothing is left for it once the check ends at its first error
     buggy = PRESETS["current"].with_fix("chunked_swa_page_reserve", None)
-    rep = run.check_config(buggy, CONFIGS["hybrid_swa"], ["no_prefill_oom", "conservation"], 10, keep_going=False,
+    rep = run.check_config(buggy, HYBRID_SWA_23174, ["no_prefill_oom", "conservation"], 10, keep_going=False,
                            minimize=False)
     assert rep.results["no_prefill_oom"].verdict is Verdict.VIOLATED
     assert rep.results["conservation"].verdict is Verdict.HOLDS_TO_DEPTH
@@ -122,11 +132,13 @@ def test_a_first_error_stops_the_background_proof() -> None:
 
 
 def test_an_attempt_still_running_after_the_bmc_is_stopped_and_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    # hybrid_swa's conservation step query needs hundreds of split cases (minutes); the BMC to depth
-    # 2 takes seconds, so the check waits PROOF_GRACE_S (or as long as the BMC took), then stops it
-    monkeypatch.setattr(run, "PROOF_GRACE_S", 0.5)
+    # hybrid_swa's conservation step query needs hundreds of split cases after a pass invariant
+    # (minutes); the BMC to depth 2 takes seconds, so the check waits PROOF_GRACE_S (or as long as
+    # the BMC took), then stops it. 20 s: time for the niced child to encode its step query and tell
+    # us (about 5 s of CPU) on a loaded machine, far short of what the proof needs
+    monkeypatch.setattr(run, "PROOF_GRACE_S", 20.0)
     phases: list[str] = []
-    rep = run.check_config(PRESETS["current"], CONFIGS["hybrid_swa"], ["conservation"], 2,
+    rep = run.check_config(PRESETS["current"], HYBRID_SWA, ["conservation"], 2,
                            progress=lambda _c, _t, _el, st: phases.append(st.get("_phase", "")))
     r = rep.results["conservation"]
     assert rep.proof.get("unfinished") is True and rep.proof["at_depth"] == 1, rep.proof
