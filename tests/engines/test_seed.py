@@ -35,6 +35,25 @@ def always_seed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bmc_mod, "SEED_AFTER_WORK", 0)
 
 
+@pytest.fixture(scope="module")
+def retract_seed() -> Seed:
+    """A random run of #22862's design breaking a property in exactly 3 steps (`seed_run`, seconds
+    of Hypothesis): found once, read by the tests below that check it or start from it."""
+    seed = seed_run(RETRACT, list(PROPERTIES), 3)
+    assert seed is not None
+    return seed
+
+
+@pytest.fixture(scope="module")
+def seeded_retract() -> Any:
+    """#22862's conservation result from a BMC seeded before every depth after the first (as
+    `always_seed`), stopped at its first violation: one run (minutes of z3 on a loaded machine)
+    that the two tests reading a seeded, minimised counterexample share."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bmc_mod, "SEED_AFTER_WORK", 0)
+        return BMC(RETRACT, ["conservation"], seeder=_seeder(RETRACT)).run(4, stop_on_violation=True)["conservation"]
+
+
 def _open_coords(system: System, params: Any) -> list[tuple[str, int | None, int]]:
     """(parameter, index, value) for each number the shrink may move (`shrink._coordinates`)."""
     return [(n, i, getattr(params, n) if i is None else getattr(params, n)[i]) for n, i in _coordinates(system, params, None)]
@@ -48,9 +67,9 @@ def _lowered(params: Any, name: str, i: int | None, v: int) -> Any:
     return dataclasses.replace(params, **{name: tuple(vals)})
 
 
-def test_seed_run_is_a_run_of_exactly_the_depth_within_the_bmc_bounds() -> None:
-    seed = seed_run(RETRACT, list(PROPERTIES), 3)
-    assert seed is not None and len(seed.picks) == 3 and "conservation" in seed.props
+def test_seed_run_is_a_run_of_exactly_the_depth_within_the_bmc_bounds(retract_seed: Seed) -> None:
+    seed = retract_seed
+    assert len(seed.picks) == 3 and "conservation" in seed.props
     assert breaks(RETRACT, seed.params, seed.picks, "conservation")
     for name, _i, v in _open_coords(RETRACT, seed.params):
         lo, hi = SESSIONS.bound(name)
@@ -62,9 +81,9 @@ def test_seed_run_gives_up_when_told() -> None:
     assert seed_run(RETRACT, list(PROPERTIES), 3, give_up=lambda: True) is None
 
 
-def test_seeded_bmc_finds_the_same_shortest_depth_and_a_z3_trace(always_seed: None) -> None:
+def test_seeded_bmc_finds_the_same_shortest_depth_and_a_z3_trace(seeded_retract: Any) -> None:
     plain = BMC(RETRACT, ["conservation"]).run(4, stop_on_violation=True)["conservation"]
-    seeded = BMC(RETRACT, ["conservation"], seeder=_seeder(RETRACT)).run(4, stop_on_violation=True)["conservation"]
+    seeded = seeded_retract
     assert plain.verdict is seeded.verdict is Verdict.VIOLATED
     assert seeded.depth == plain.depth == 3
     assert "seeded_by" in seeded.meta and "seeded_by" not in plain.meta
@@ -74,13 +93,12 @@ def test_seeded_bmc_finds_the_same_shortest_depth_and_a_z3_trace(always_seed: No
     assert not PROPERTIES["conservation"].holds(RETRACT.ctx(Concrete(), tr.params), states[-1])
 
 
-def test_a_seed_that_breaks_nothing_changes_no_verdict(always_seed: None) -> None:
+def test_a_seed_that_breaks_nothing_changes_no_verdict(always_seed: None, retract_seed: Seed) -> None:
     """A seeder that lies (a run of the right length that breaks nothing, then one of the wrong
     length) must not turn `current` into a violation: the pinned query is unsat and the depth is
     asked unpinned as before."""
     system = System(SESSIONS, PRESETS["current"])
-    some = seed_run(RETRACT, list(PROPERTIES), 3)
-    assert some is not None
+    some = retract_seed
     asked: list[int] = []
 
     def liar(depth: int, props: list[str], give_up: Any) -> Seed:
@@ -96,9 +114,8 @@ def test_a_seed_that_breaks_nothing_changes_no_verdict(always_seed: None) -> Non
         assert r.verdict is not Verdict.VIOLATED
 
 
-def test_shrink_keeps_the_schedule_breaking_and_reaches_a_local_minimum() -> None:
-    seed = seed_run(RETRACT, list(PROPERTIES), 3)
-    assert seed is not None
+def test_shrink_keeps_the_schedule_breaking_and_reaches_a_local_minimum(retract_seed: Seed) -> None:
+    seed = retract_seed
     small = shrink(RETRACT, seed.params, seed.picks, "conservation")
     assert breaks(RETRACT, small, seed.picks, "conservation")
     before = {(n, i): v for n, i, v in _open_coords(RETRACT, seed.params)}
@@ -119,7 +136,7 @@ def test_candidates_are_all_values_when_few_and_a_sample_when_many() -> None:
     assert many == sorted(set(many))
 
 
-def test_breaks_refuses_another_schedule() -> None:
+def test_breaks_refuses_another_schedule(retract_seed: Seed) -> None:
     """A choice the schedule did not make, or a recorded value the step no longer offers, is
     another schedule: the shrink must not wander into it."""
     o = PinnedOracle({"a": 3, "b": True})
@@ -128,14 +145,12 @@ def test_breaks_refuses_another_schedule() -> None:
                 lambda: o.pick_bool("c"), lambda: o.pick_int("b", 0, 9)):
         with pytest.raises(Infeasible):
             ask()
-    seed = seed_run(RETRACT, list(PROPERTIES), 3)
-    assert seed is not None
+    seed = retract_seed
     assert not breaks(RETRACT, seed.params, seed.picks[:2], "conservation")  # two steps break nothing
 
 
-def test_the_minimised_counterexample_is_a_local_minimum_of_its_schedule(always_seed: None) -> None:
-    r = BMC(RETRACT, ["conservation"], seeder=_seeder(RETRACT)).run(3, stop_on_violation=True)["conservation"]
-    tr = r.trace
+def test_the_minimised_counterexample_is_a_local_minimum_of_its_schedule(seeded_retract: Any) -> None:
+    tr = seeded_retract.trace
     assert tr is not None
     picks = [s.picks for s in tr.steps]
     assert breaks(RETRACT, tr.params, picks, "conservation")
