@@ -67,6 +67,18 @@ def test_chunk_cap_finding_reproduces_on_0_5_18_and_not_before_the_hatch() -> No
     assert (old["status"], old["step"]) == (sr.DIVERGED, 1), sr.line(old)
 
 
+def test_rematch_finding_reproduces_on_0_5_18() -> None:
+    """docs/findings.md #3: on 0.5.18's own scheduler (UnifiedRadixCache, page 4, window 5) one
+    prefill of 10 tokens stashes [0, 8) as a [0, 4) tombstone and a [4, 8) leaf shorter than the
+    window; the re-match falls back to the root, so the request's rows and the tree both own [0, 8):
+    SGLang's busy check reports a leak and the ledger on its objects counts those pages twice."""
+    f = next(f for f in corpus_files() if f.endswith("v0.5.18/hybrid_swa_page4/conservation.itf.json"))
+    o = sr.replay("0.5.18", [f], root=_root_with("0.5.18"))["outcomes"][0]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "conservation violated on SGLang 0.5.18 at step 1" in sr.line(o), sr.line(o)
+    assert "Full Pool Mem Leak Detected" in o["table"][-1] and "owned twice" in o["table"][-1], o["table"][-1]
+
+
 @pytest.mark.parametrize("version", ["0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"])
 def test_corpus_on_the_newest_releases(version: str) -> None:
     """0.5.19 .. 0.5.23 have every fix the corpus names: each trace's events run on the release's own
@@ -85,6 +97,12 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
         elif f == "v0.5.13/hybrid_swa/progress.itf.json":  # the #23174 stall (findings #2): no release fixes it
             assert o["status"] == sr.REPRODUCED, sr.line(o)
             assert f"progress violated on SGLang {version}: the loop" in sr.line(o), sr.line(o)
+        elif f == "v0.5.18/hybrid_swa_page4/conservation.itf.json":  # findings #3: 0.5.23's inserted path closes it
+            if version == "0.5.23":
+                assert (o["status"], o["step"]) == (sr.DIVERGED, 1), sr.line(o)
+            else:
+                assert o["status"] == sr.REPRODUCED, sr.line(o)
+                assert f"conservation violated on SGLang {version} at step 1" in sr.line(o), sr.line(o)
         else:
             assert o["status"] == sr.PASSED, sr.line(o)
     assert len(got) == len(corpus_files())
