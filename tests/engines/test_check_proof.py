@@ -109,6 +109,12 @@ def test_the_background_proof_proves_what_the_inline_one_does(background: bool, 
     monkeypatch.setattr(run, "PROOF_ATTEMPT_MS", 1_800_000)
     monkeypatch.setattr(run, "PROOF_LEAF_MS", 1_800_000)
     monkeypatch.setattr(run, "PROOF_GRACE_S", 1_800.0)
+    # ... and so is the joint query's cap (5 s): the forked attempt, niced beside the BMC, passed it
+    # and went on one candidate at a time with case splits (a path tests/engines/test_induction.py
+    # pins), three times as long as the joint query it cut short
+    from checker.engines import induction
+
+    monkeypatch.setattr(induction, "JOINT_AFTER_MS", 1_800_000)
     rep = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation", "busy_check_sound"], 10)
     assert rep.proof.get("closed") is True, rep.proof
     for r in rep.results.values():
