@@ -112,6 +112,14 @@ def test_cli_induction_proves_conservation_and_no_prefill_oom(tmp_path: Any, cap
     assert cfg["proof"]["engine"] == "induction" and cfg["proof"]["closed"] is True
 
 
+# On `small` with the planted unfinished_keeps_protected_len, the lemmas Houdini keeps with all of
+# them as candidates (it drops request_lengths, pools_nonnegative, private_chains): the same
+# inductive set, without the one-by-one rounds that dropped those three (case splits for every
+# candidate, minutes on a loaded machine), for the tests of the one-by-one and split paths
+KEPT_LEMMAS = ["typing", "counters_exact", "tree_shape", "session_slots", "chunked_fits", "swa_locks", "load_backs",
+               "request_rows", "warm_prefix"]
+
+
 def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     """When the joint step query is unknown, Houdini asks each candidate alone: on `small` it then
     proves what the joint query proves, and drops what fails (here: a planted bug makes
@@ -120,11 +128,7 @@ def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest
 
     system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
     props = ["conservation", "no_prefill_oom", "no_decode_oom"]
-    # the lemmas Houdini keeps here with all of them as candidates (it drops request_lengths,
-    # pools_nonnegative, private_chains): the same inductive set, and the one-by-one rounds that
-    # dropped those three (case splits for every candidate, minutes on a loaded machine) are not rerun
-    lemmas = ["typing", "counters_exact", "tree_shape", "session_slots", "chunked_fits", "swa_locks", "load_backs",
-              "request_rows", "warm_prefix"]
+    lemmas = KEPT_LEMMAS
     # the joint mode's answer: no JOINT_AFTER_MS cap, which on a loaded machine sent this reference
     # run one candidate at a time too
     joint = KInduction(system, props, lemmas=lemmas).houdini(1, split_on_unknown=False)
@@ -259,8 +263,9 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
     the cases are asked by two forked processes."""
     system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
     props = ["conservation", "no_prefill_oom", "no_decode_oom"]
-    plain = KInduction(system, props).houdini(1)
-    assert "conservation" in plain.dropped and "no_prefill_oom" in plain.proved, plain
+    # the joint mode's answer (no JOINT_AFTER_MS cap: under load the capped query went one by one too)
+    plain = KInduction(system, props, KEPT_LEMMAS).houdini(1, split_on_unknown=False)
+    assert plain.unknown == "" and "conservation" in plain.dropped and "no_prefill_oom" in plain.proved, plain
 
     unknown_through(monkeypatch, 0)  # every whole query unknown, every case answered
     parallel = {"n": 0}
@@ -271,7 +276,7 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
         return real_parallel(self, *a)
 
     monkeypatch.setattr(KInduction, "_settle_parallel", counted)
-    split = KInduction(system, props, workers=workers).houdini(1)
+    split = KInduction(system, props, KEPT_LEMMAS, workers=workers).houdini(1)
     assert (parallel["n"] > 0) == (workers > 1), parallel
     assert split.split_cases >= len(props), split
     assert sorted(split.proved) == sorted(plain.proved), (split, plain)
