@@ -33,39 +33,39 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO)
 
 
-def _assert_one_line_exit_2(p: subprocess.CompletedProcess, says: str) -> None:
+def assert_one_line_exit_2(p: subprocess.CompletedProcess, says: str) -> None:
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
-def test_conform_unknown_device_is_assert_one_line_exit_2(tmp_path: Path) -> None:
+def test_conform_unknown_device_is_one_line_exit_2(tmp_path: Path) -> None:
     p = _run("-m", "upstream", "conform", "--sglang", "0.5.13", "--device", "tpu", "--dir", str(tmp_path / "sg"))
-    _assert_one_line_exit_2(p, "unknown device 'tpu'; expected cpu or cuda")
+    assert_one_line_exit_2(p, "unknown device 'tpu'; expected cpu or cuda")
     assert not (tmp_path / "sg").exists()
 
 
 @no_cuda
-def test_conform_cuda_without_a_gpu_is_assert_one_line_exit_2(tmp_path: Path) -> None:
+def test_conform_cuda_without_a_gpu_is_one_line_exit_2(tmp_path: Path) -> None:
     # a release that is not installed: the device is refused first, before the release is looked at
     p = _run("-m", "upstream", "conform", "--sglang", "0.5.13", "--device", "cuda", "--dir", str(tmp_path))
-    _assert_one_line_exit_2(p, "no CUDA device is available here")
+    assert_one_line_exit_2(p, "no CUDA device is available here")
 
 
 @pytest.mark.parametrize("device, says", [("cpu", "needs a CUDA device"), ("tpu", "unknown device 'tpu'")])
 def test_kernel_check_refuses_cpu_and_unknown_devices(device: str, says: str, tmp_path: Path) -> None:
     p = _run("-m", "upstream.kernels_check", "--sglang", "0.5.13", "--device", device, "--dir", str(tmp_path))
-    _assert_one_line_exit_2(p, says)
+    assert_one_line_exit_2(p, says)
 
 
 @no_cuda
-def test_kernel_check_without_a_gpu_is_assert_one_line_exit_2(sglang_root: Path) -> None:
+def test_kernel_check_without_a_gpu_is_one_line_exit_2(sglang_root: Path) -> None:
     p = _run("-m", "upstream.kernels_check", "--sglang", "0.5.13", "--dir", str(sglang_root))
-    _assert_one_line_exit_2(p, "no CUDA device is available here")
+    assert_one_line_exit_2(p, "no CUDA device is available here")
 
 
 def test_scheduler_replay_refuses_cuda(tmp_path: Path) -> None:
     p = _run("-m", "checker.cli", "replay", str(tmp_path / "t.itf.json"), "--against", "sglang==0.5.13", "--device", "cuda")
-    _assert_one_line_exit_2(p, "runs on cpu only")
+    assert_one_line_exit_2(p, "runs on cpu only")
 
 
 def _planted_decode(seq_lens: Any, last_loc: Any, free_pages: Any, out: Any, bs_upper: int, page_size: int) -> None:
