@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,10 +26,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import EXIT_USAGE, UpstreamUsageError
-from .install import default_dir, install, release_path
+from .install import default_dir, install, release_path, run_in_release
 from .releases import preset_pairs, preset_releases, release
 
-REPO = Path(__file__).resolve().parent.parent
 ROW_NAMES = (
     "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "add_one_req/swa_ring",
     "add_chunked_req/swa_ring", "add_one_req/hicache", "_swa_budget_for_req", "budget_state",
@@ -54,8 +52,7 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
     extras = extras_dir(root)
     if (extras / MARKER).exists():  # the scheduler module's dependencies: the add_one_req/hicache row builds
         path = [path[0], path[1], str(extras), *path[2:]]  # SGLang's tree as its scheduler does
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(REPO)]), PYTHONHASHSEED="0")
-    cmd = [sys.executable, "-W", "ignore", "-m", "upstream.worker", "--version", version, "--design", design,
+    cmd = ["-m", "upstream.worker", "--version", version, "--design", design,
            "--examples", str(examples), "--seed", str(seed)]
     for m in mutants:
         cmd += ["--mutant", m]
@@ -66,11 +63,9 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
     if device != "cpu":
         cmd += ["--device", device]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
-    if p.returncode != 0:
-        tail = "\n".join(p.stderr.strip().splitlines()[-15:])
-        return {"version": version, "design": design, "device": device, "error": f"worker exited {p.returncode}:\n{tail}"}
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = run_in_release(path, cmd)
+    if isinstance(out, str):
+        return {"version": version, "design": design, "device": device, "error": out}
     out["seconds"] = round(time.time() - t0, 1)
     return out
 

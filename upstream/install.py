@@ -104,6 +104,21 @@ def release_path(root: Path, version: str) -> list[str]:
     return [str(d), str(deps), str(STUBS)]
 
 
+def run_in_release(path: Sequence[str], args: Sequence[str]) -> dict | str:
+    """`python -W ignore ARGS` in a release's environment (PYTHONPATH = `path` then the repository,
+    hash seed 0), as the conformance worker and the kernel check run: its last stdout line as
+    JSON, or why it failed (the exit status and the last 15 lines of its stderr)."""
+    import json
+
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(repo)]), PYTHONHASHSEED="0")
+    p = subprocess.run([sys.executable, "-W", "ignore", *args], capture_output=True, text=True, env=env, cwd=str(repo))
+    if p.returncode != 0:
+        tail = "\n".join(p.stderr.strip().splitlines()[-15:])
+        return f"worker exited {p.returncode}:\n{tail}"
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def _pip(args: Sequence[str]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", *args]
     wheels = os.environ.get("KVMC_SGLANG_WHEELS")

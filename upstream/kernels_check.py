@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,7 +37,6 @@ from typing import Any, Sequence
 
 from .errors import EXIT_USAGE, UpstreamUsageError
 
-REPO = Path(__file__).resolve().parent.parent
 PAGE_SIZES = (1, 2, 4, 16)
 _UNWRITTEN = -7  # out_indices start filled with it on both sides
 
@@ -143,17 +140,14 @@ def compare(cases: int, seed: int, device: str, real: tuple[Any, Any], routed: t
 
 # -- the parent -------------------------------------------------------------------------------------
 def _run_release(version: str, root: Path, cases: int, seed: int, device: str) -> dict[str, Any]:
-    from .install import release_path
+    from .install import release_path, run_in_release
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*release_path(root, version), str(REPO)]), PYTHONHASHSEED="0")
-    cmd = [sys.executable, "-W", "ignore", "-m", "upstream.kernels_check", "--child", "--sglang", version,
-           "--device", device, "--cases", str(cases), "--seed", str(seed)]
+    cmd = ["-m", "upstream.kernels_check", "--child", "--sglang", version, "--device", device, "--cases", str(cases),
+           "--seed", str(seed)]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO))
-    if p.returncode != 0:
-        tail = "\n".join(p.stderr.strip().splitlines()[-15:])
-        return {"version": version, "error": f"worker exited {p.returncode}:\n{tail}"}
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res = run_in_release(release_path(root, version), cmd)
+    if isinstance(res, str):
+        return {"version": version, "error": res}
     res.update(version=version, seconds=round(time.time() - t0, 1))
     return res
 
