@@ -104,14 +104,27 @@ def release_path(root: Path, version: str) -> list[str]:
     return [str(d), str(deps), str(STUBS)]
 
 
-def run_in_release(path: Sequence[str], args: Sequence[str]) -> dict | str:
-    """`python -W ignore ARGS` in a release's environment (PYTHONPATH = `path` then the repository,
-    hash seed 0), as the conformance worker and the kernel check run: its last stdout line as
-    JSON, or why it failed (the exit status and the last 15 lines of its stderr)."""
+def release_env(path: Sequence[str], device: str = "cpu") -> dict[str, str]:
+    """The environment of a child that imports a release: PYTHONPATH = `path` then the repository,
+    hash seed 0. On `cpu` the child sees no GPU (CUDA_VISIBLE_DEVICES empty): SGLang picks its
+    import branch by the host (`is_cuda()`), and on a GPU host the CUDA branch pulls CUDA-only
+    extensions (`sgl_kernel.quantization`, flashinfer) kvmc never installs; the cpu rows and the
+    scheduler replay are meant to run what a GPU-less host runs, the same on every machine."""
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(repo)]), PYTHONHASHSEED="0")
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_in_release(path: Sequence[str], args: Sequence[str], device: str = "cpu") -> dict | str:
+    """`python -W ignore ARGS` in a release's environment (`release_env`), as the conformance worker
+    and the kernel check run: its last stdout line as JSON, or why it failed (the exit status and
+    the last 15 lines of its stderr)."""
     import json
 
     repo = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(repo)]), PYTHONHASHSEED="0")
+    env = release_env(path, device)
     p = subprocess.run([sys.executable, "-W", "ignore", *args], capture_output=True, text=True, env=env, cwd=str(repo))
     if p.returncode != 0:
         tail = "\n".join(p.stderr.strip().splitlines()[-15:])

@@ -145,7 +145,7 @@ def _run_release(version: str, root: Path, cases: int, seed: int, device: str) -
     cmd = ["-m", "upstream.kernels_check", "--child", "--sglang", version, "--device", device, "--cases", str(cases),
            "--seed", str(seed)]
     t0 = time.time()
-    res = run_in_release(release_path(root, version), cmd)
+    res = run_in_release(release_path(root, version), cmd, device)
     if isinstance(res, str):
         return {"version": version, "error": res}
     res.update(version=version, seconds=round(time.time() - t0, 1))

@@ -187,21 +187,22 @@ print(json.dumps(out))
 
 
 def _guard_run(root: Path, version: str) -> dict:
-    import os
+    from upstream.install import release_env, release_path
 
-    from upstream.install import release_path
-
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*release_path(root, version), str(REPO)]))
+    env = release_env(release_path(root, version))  # cpu, also on a GPU host
     p = subprocess.run([sys.executable, "-W", "ignore", "-c", _GUARD], capture_output=True, text=True, cwd=REPO,
                        env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def test_the_guard_stops_only_the_launch_that_reads_an_empty_free_list(sglang_root: Path) -> None:
+def test_the_guard_stops_only_the_launch_that_reads_an_empty_free_list(request: pytest.FixtureRequest) -> None:
     """0.5.13 launches before its fit check: with no free page, a request that opens a page is
-    stopped (GpuFaultAvoided); one that stays in its last page runs (its kernel reads no free page)."""
-    out = _guard_run(sglang_root, "0.5.13")
+    stopped (GpuFaultAvoided); one that stays in its last page runs (its kernel reads no free page).
+    CI installs 0.5.13 (the sglang_root fixture); a GPU machine has no network and runs what its
+    bundle carries."""
+    root = _installed("0.5.13") if CUDA else request.getfixturevalue("sglang_root")
+    out = _guard_run(root, "0.5.13")
     assert out["guarded"] == ["alloc_extend", "alloc_decode"]
     assert len(out["fits"]) == 3 and len(out["rest"]) == 4
     assert out["extend_opens_page"] == "avoided" and out["decode_opens_page"] == "avoided"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from ..install import (
     _pip_error,
     default_dir,
     install,
+    release_env,
     release_path,
 )
 from . import releases
@@ -121,7 +121,7 @@ def _plan_file(f: str, version: str, reverts: list[str]) -> tuple[Any, str | Non
 
 # -- running a release --------------------------------------------------------------------------------------
 def run_worker(version: str, jobs: list[dict[str, Any]], root: Path, timeout: float | None = None) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*worker_path(root, version), str(REPO)]), PYTHONHASHSEED="0")
+    env = release_env(worker_path(root, version))  # cpu: SGLang's scheduler runs as on a GPU-less host
     cmd = [sys.executable, "-W", "ignore", "-m", "upstream.sched.worker"]
     job = json.dumps({"version": version, "jobs": jobs})
     p = subprocess.run(cmd, input=job, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout, check=False)
