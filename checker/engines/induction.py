@@ -153,14 +153,18 @@ class HoudiniResult:
 RENEW_AFTER = 16  # a case query's solver is encoded afresh after this many queries (and for each last-level case)
 SPLIT_AFTER_MS = 15_000  # a step query with case splits left gets this long, then it is split
 # the step query with every candidate at once, when the candidates can still be asked one by one
-# with splits: on hybrid_swa(_hicache) it is unknown after 600 s, so a long `--timeout` spent there
-# was a core idle for its length; on small/sessions/spec_topk the whole Houdini run answers in
-# 1.2-2.6 s (10-12 s one by one). 60 s before the local queries (on hybrid_swa, `conservation`
-# alone, 60 of 112 s went there for nothing), then 20 s: 20 of the plain hybrid_swa check's 74 s
-JOINT_AFTER_MS = 5_000
-# a z3 resource limit on the same joint query (0: none). Deterministic where the time limit is not
-# (z3 answers a query it settles in preprocessing whatever its timeout): tests set it to force the split
-JOINT_RLIMIT = 0
+# with splits: on hybrid_swa(_hicache) and paged it is unknown after 600 s, so a long `--timeout`
+# spent there was a core idle for its length; on small/sessions/spec_topk/spec_v2 it answers in 1-7 s.
+# Capped by z3 work (`rlimit`), not time: a time cap made the proof's course depend on the machine's
+# load (at load 5 on 2 cores `small`'s joint query, 35M units and 7 s idle, ran past a 5 s cap and
+# the proof went one candidate at a time with case splits: 293 s instead of 9). Measured k=1, all
+# thirteen properties, current (2026-11-26, idle 2-core machine; units: z3's `rlimit count`):
+# small 35M (6.9 s), sessions 38M (7.3 s), spec_topk 3M (1.0 s, sat), spec_v2 26M (5.7 s),
+# hybrid_swa 303M and paged 284M still unknown at 60 s (about 5M units/s). 80M answers the first
+# four with room and gives up on the others after about 15 s idle, the same on any load.
+JOINT_RLIMIT = 80_000_000
+# ... and a wall-clock backstop only (an rlimit z3 ignores in some tactic must not hang the proof)
+JOINT_AFTER_MS = 300_000
 NO_LIMIT_MS = 2**32 - 1  # z3's "no timeout"
 # A split level whose cases z3 nearly always gives up on is not asked any more: its cases are split
 # at once (splitting is always sound; only the cost changes). On hybrid_swa_hicache's conservation
