@@ -147,6 +147,18 @@ FIXES: dict[str, Fix] = {
             off="no SWA is released at an unfinished insert (E <= P there); cache_protected_len := the inserted path",
         ),
         Fix(
+            "finish_checkpoint",
+            0,
+            "",
+            "v0.5.22",
+            "release_kv_cache(checkpoint=True) puts a finished request into the tree through checkpoint_into_tree, "
+            "which re-matches the inserted key and asserts new_prefix_len <= len(new_indices) as a stash does "
+            "(0.5.22:mem_cache/common.py::release_kv_cache, unified_radix_cache.py::checkpoint_into_tree; PR not "
+            "identified). Matters with unfinished_swa_release=rematch (v0.5.22: a short re-match kills the scheduler, "
+            "the state outcome OOM_ASSERT); with path (v0.5.23) the finish keeps the inserted path",
+            off="cache_finished_req inserts and does not re-match (0.5.18-0.5.21: no assertion at a finish)",
+        ),
+        Fix(
             "swa_segment_lock",
             36848,
             "",
@@ -467,7 +479,7 @@ _V0520 = {
     "swa_req_ring": "on",
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
-_V0522 = {**_V0521, "session_record": "owned_at_alloc"}
+_V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on"}
 # unfinished_swa_release=path from v0.5.23 (as its Fix says): 0.5.22's checkpoint_into_tree still
 # re-matches the key and locks the match (0.5.22:mem_cache/unified_radix_cache.py:1197-1227); kvmc
 # conform's UnifiedRadixCache/swa row on 0.5.22 disagreed with `path` (a stash whose SWA match stops

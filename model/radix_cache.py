@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import allocator
-from .state import ROOT, State
+from .state import OOM_ASSERT, ROOT, State
 from .transition import Ctx, transition
 
 DRIFT_FIELDS = ("full_evictable_drift", "full_protected_drift", "swa_evictable_drift", "swa_protected_drift")
@@ -757,35 +757,39 @@ def _unfinished_insert(x: Ctx, s: State, r: int, site: str) -> tuple[State, Any,
     return s, last, owned, end, cut, held
 
 
-def checkpoint_assertion_fails(x: Ctx, s: State, r: int, finished: bool) -> Any:
-    """Whether SGLang's `assert new_prefix_len <= len(new_indices)` fails (an AssertionError: the
-    scheduler dies) when request r's KV goes into the tree from state `s`: the insert's
-    `prefix_len` (the part of the key the tree already held) against the re-match of the key
-    after it, which the SWA validator ends short of a live tail of fewer than W tokens after a
-    tombstone (docs/releases.md §0 finding 3).
-
-    Where SGLang re-matches (`unfinished_swa_release=rematch`): a stash (`finished=False`:
-    `UnifiedRadixCache.cache_unfinished_req` 0.5.18-0.5.21, `checkpoint_into_tree` 0.5.22) and
-    0.5.22's finish (`finished=True`, `checkpoint_into_tree` from `release_kv_cache`; the caller
-    says the release finishes there: 0.5.18-0.5.21 finish through `cache_finished_req` /
-    `insert_req`, which do not re-match, and 0.5.23 keeps the inserted path, `path`).
-
-    Not a state outcome: the transitions go on where SGLang dies (a stash takes the short match,
-    a finish frees the request's copy of what the tree holds), and `conservation` flags the state
-    that follows (the tree and the request both own the tokens). `kvmc conform`'s lifecycle rows
-    compare this with SGLang's AssertionError (upstream/lifecycle.py)."""
+def rematches(x: Ctx, finished: bool) -> bool:
+    """Whether this design's insert of request KV is SGLang's insert-and-re-match, which can die on
+    `assert new_prefix_len <= len(new_indices)` (`unfinished_swa_release=rematch`, hybrid SWA): a
+    stash (`finished=False`: UnifiedRadixCache.cache_unfinished_req 0.5.18-0.5.21,
+    checkpoint_into_tree 0.5.22) and, with `finish_checkpoint` (0.5.22), a finish (checkpoint_into_tree
+    from release_kv_cache). A fact about the design, not the state: no state can crash where it is
+    False, so the callers add no branch there."""
     if not (x.cfg.hybrid_swa and x.variant("unfinished_swa_release") == "rematch"):
         return False
-    if finished:
-        cut = _branch_cut(x, s, r)
-        end = x.floor_page(s.kv_committed_len[r])
-        if cut is not False:
-            end = x.ite(cut, s.swa_branching_seqlen[r], end)
-        held = _tree_prefix(x, s, r, end)
-        s2, _last, _owned = insert(x, s, r, s.cache_protected_len[r], end, s.swa_evicted_seqlen[r], "checkpoint")
-    else:
-        s2, _last, _owned, end, _cut, held = _unfinished_insert(x, s, r, "checkpoint")
-    return held > match_prefix(x, s2, r, end).prefix_len
+    return x.on("finish_checkpoint") if finished else True
+
+
+def assertion_after_rematch(x: Ctx, s: State, r: int, held: Any, end: Any) -> tuple[Any, MatchResult]:
+    """SGLang's `assert new_prefix_len <= len(new_indices)` after request r's insert of [0, end):
+    `new_prefix_len` is the insert's `prefix_len` (`held`: the part of the key the tree held before
+    it), `new_indices` the device path of the re-match of the key in the tree after it (`s`), which
+    the SWA validator ends short of a live tail of fewer than W tokens after a tombstone
+    (docs/releases.md §0 finding 3). Returns (the assertion fails, the re-match).
+    `0.5.20:mem_cache/unified_radix_cache.py::cache_unfinished_req` (lines 1185-1196),
+    `0.5.22:mem_cache/unified_radix_cache.py::checkpoint_into_tree` (lines 1201-1209)."""
+    m = match_prefix(x, s, r, end)
+    return held > m.prefix_len, m
+
+
+def checkpoint_assertion_fails(x: Ctx, s: State, r: int, finished: bool) -> Any:
+    """Whether request r's stash (`finished=False`: `cache_unfinished_req`) or finish (`True`:
+    `cache_finished_req`) from state `s` kills the scheduler on SGLang's assertion: the transition's
+    own outcome (`oom == OOM_ASSERT`), read without keeping its state (`kvmc conform`'s lifecycle
+    rows and the tests ask it before running the call)."""
+    if not rematches(x, finished):
+        return False
+    s2 = cache_finished_req(x, s, r, True, "checkpoint") if finished else cache_unfinished_req(x, s, r, "checkpoint")
+    return s2.oom == OOM_ASSERT
 
 
 @transition(
@@ -793,7 +797,7 @@ def checkpoint_assertion_fails(x: Ctx, s: State, r: int, finished: bool) -> Any:
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
         "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen", "last_node", "swa_lock_top", *SPLIT_REMAPS,
-        *DRIFT_FIELDS,
+        *DRIFT_FIELDS, "oom",
     ),
 )
 def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
@@ -808,34 +812,48 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
     that E: [P, E') becomes a tombstone node. Then `rematch` (v0.5.18-v0.5.22,
     `0.5.18:mem_cache/unified_radix_cache.py:820-859`) sets P and the lock from a match of the
     inserted key, which the SWA validator can end short of it (a live tail of fewer than W tokens
-    after a tombstone): SGLang asserts only old P <= new P; kvmc takes the match as SGLang does
-    (old P above it would be SGLang's AssertionError, which kvmc reports as the broken ledger it
-    leaves). `path` (v0.5.23, `checkpoint_into_tree`) keeps the inserted path. With
+    after a tombstone): where the match is shorter than what the tree held before the insert,
+    SGLang's `assert new_prefix_len <= len(new_indices)` fails and the scheduler dies: the outcome
+    `oom = OOM_ASSERT` (assertion_after_rematch), in the state SGLang holds when it raises (after the
+    out-of-window release and the insert: the tree took the key and freed the request's duplicates;
+    the request's row, lock and cache_protected_len not moved yet; 0.5.20's cache_unfinished_req and
+    0.5.22's checkpoint_into_tree raise at the same point). `path` (v0.5.23, `checkpoint_into_tree`)
+    keeps the inserted path. With
     `swa_branching_insert` (v0.5.20) a request whose match recorded a branching point past P
     inserts only [0, branching) (and its window release is measured from there)."""
     v = x.variant("unfinished_swa_release") if x.cfg.hybrid_swa else None
     C = s.kv_committed_len[r]
-    s, last, owned, end, cut, _held = _unfinished_insert(x, s, r, site)
+    s, last, owned, end, cut, held = _unfinished_insert(x, s, r, site)
+    dies: Any = False
     if v == "rematch":
-        m = match_prefix(x, s, r, end)
+        dies, m = assertion_after_rematch(x, s, r, held, end)
         last, owned = m.last_device_node, m.prefix_len
-    s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
-    s, top = inc_lock_ref(x, s, last)
-    s = s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
-    if cut is not False:
-        # `cleanup_after_caching_req`: the branch is inserted, forget it; with the eager release on,
-        # release what slid out of the window of the whole fill (pre_len = C - 1) again
-        s = s.req(r, swa_branching_seqlen=x.ite(cut, 0, s.swa_branching_seqlen[r]))
-        if v is not None:
-            s = x.branch(cut, lambda: free_swa_out_of_window_slots(x, s, r, C - 1), lambda: s)
-    return s
+    inserted = s
+
+    def go_on() -> State:
+        s = dec_lock_ref(x, inserted, inserted.last_node[r], inserted.swa_lock_top[r])
+        s, top = inc_lock_ref(x, s, last)
+        s = s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
+        if cut is not False:
+            # `cleanup_after_caching_req`: the branch is inserted, forget it; with the eager release on,
+            # release what slid out of the window of the whole fill (pre_len = C - 1) again
+            s = s.req(r, swa_branching_seqlen=x.ite(cut, 0, s.swa_branching_seqlen[r]))
+            if v is not None:
+                s = x.branch(cut, lambda: free_swa_out_of_window_slots(x, s, r, C - 1), lambda: s)
+        return s
+
+    if dies is False:
+        return go_on()
+    # SGLang raises after the out-of-window release and the insert, before the row, the lock and
+    # cache_protected_len move: the scheduler dies holding that state (no step follows)
+    return x.branch(dies, lambda: inserted.set(oom=OOM_ASSERT), go_on)
 
 
 @transition(
     "mem_cache/swa_radix_cache.py::SWARadixCache.cache_finished_req",
     modifies=(
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
-        "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS,
+        "last_node", "swa_lock_top", *SPLIT_REMAPS, *DRIFT_FIELDS, "oom",
     ),
 )
 def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> State:
@@ -843,7 +861,12 @@ def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> 
     swa_evicted_seqlen (or free it), free the unaligned tail [floor(C), C) as a whole page, unlock
     (with `swa_branching_insert` the insert may stop at the branching point: the rest is freed).
     With `prompt_boundary_split` (plain radix cache, v0.5.20) the key cut at floor(|input|) is
-    inserted again, which only splits the node the prompt ends inside (no frees)."""
+    inserted again, which only splits the node the prompt ends inside (no frees). With
+    `finish_checkpoint` and `unfinished_swa_release=rematch` (v0.5.22: release_kv_cache ->
+    checkpoint_into_tree) the key is re-matched after the insert and a short re-match kills the
+    scheduler (`oom = OOM_ASSERT`, assertion_after_rematch) in the state after the insert: nothing of
+    the request freed or unlocked (0.5.22:mem_cache/common.py::release_kv_cache raises before
+    free_kv_row). Where the assertion holds the finish goes on as without the flag."""
     C, P = s.kv_committed_len[r], s.cache_protected_len[r]
     E = s.swa_evicted_seqlen[r] if x.cfg.hybrid_swa else 0
     held_from = x.max(P, E)  # the request's SWA slots start here
@@ -851,15 +874,28 @@ def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> 
     cut = _branch_cut(x, s, r) if is_insert else False
     if cut is not False:  # swa_branching_insert: only [0, branching) is cached, the rest freed
         end = x.ite(cut, s.swa_branching_seqlen[r], end)
+    dies: Any = False
     if is_insert:
+        held = _tree_prefix(x, s, r, end)
         s, _last, owned = insert(x, s, r, P, end, E if x.cfg.hybrid_swa else None, site)
         if not x.cfg.hybrid_swa and x.on("prompt_boundary_split"):
             pk = x.floor_page(s.origin_input_len[r])
             s = split_node(x, s, r, pk, lambda a, st, L: pk < end)
+        if rematches(x, True):  # finish_checkpoint: 0.5.22's checkpoint_into_tree re-matches and asserts
+            dies, _m = assertion_after_rematch(x, s, r, held, end)
     else:
         owned = P
-    rest_full = end - owned + x.ceil_page(C) - end  # not taken by the tree, plus the tail page
-    rest_swa = x.clamp0(x.ceil_page(C) - x.max(owned, held_from)) if x.cfg.hybrid_swa else 0
-    s = allocator.free(x, s, rest_full, rest_swa)
-    s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
-    return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+    inserted = s
+
+    def go_on() -> State:
+        rest_full = end - owned + x.ceil_page(C) - end  # not taken by the tree, plus the tail page
+        rest_swa = x.clamp0(x.ceil_page(C) - x.max(owned, held_from)) if x.cfg.hybrid_swa else 0
+        s = allocator.free(x, inserted, rest_full, rest_swa)
+        s = dec_lock_ref(x, s, s.last_node[r], s.swa_lock_top[r])
+        return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+
+    if dies is False:
+        return go_on()
+    # SGLang raises inside checkpoint_into_tree after the insert: nothing of the request is freed or
+    # unlocked (release_kv_cache never reaches free_kv_row); the scheduler dies holding that state
+    return x.branch(dies, lambda: inserted.set(oom=OOM_ASSERT), go_on)

@@ -22,6 +22,7 @@ from . import allocator, radix_cache, session, speculative
 from .state import (
     FINISHED,
     OOM_DECODE,
+    OOM_NONE,
     OOM_PREFILL,
     OOM_REQ_SLOTS,
     ROOT,
@@ -58,7 +59,7 @@ def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
         "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
+        "slot_closed", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS, "oom"),
 )
 def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort: Any = False) -> State:
     """Release request r's KV on finish (is_insert) or retraction: the cache takes its part
@@ -69,16 +70,27 @@ def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort
     sets `to_finish`, not `finished_reason`, before `release_req`, so the session cache's
     `FINISH_ABORT` branch (`release_session`) is not taken and the slot keeps the row like any
     retraction (v0.5.10.post1 `SessionAwareCache.cache_finished_req` has no abort branch at all;
-    v0.5.11-0.5.23 `try_cache_finished_req` tests `finished_reason`)."""
+    v0.5.11-0.5.23 `try_cache_finished_req` tests `finished_reason`).
+
+    A finish on v0.5.22 (`finish_checkpoint`) may die on SGLang's assertion inside the cache's part
+    (radix_cache.cache_finished_req: `oom = OOM_ASSERT`); the release stops there."""
     i = x.cfg.slot_of(r)
     if i is not None:
         s = session.save_from_req(x, s, r, i)
-    else:
-        s = radix_cache.cache_finished_req(x, s, r, is_insert, site)
-        full, swa = _release_tokens(x, s, r)
-        s = allocator.free(x, s, full, swa)
+        return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+    cached = radix_cache.cache_finished_req(x, s, r, is_insert, site)
+
+    def go_on() -> State:
+        full, swa = _release_tokens(x, cached, r)
+        s = allocator.free(x, cached, full, swa)
         s = s.set(req_pool_available=s.req_pool_available + 1)
-    return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+        return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+
+    if not (is_insert and radix_cache.rematches(x, True)):
+        return go_on()
+    # v0.5.22: the checkpoint into the tree may have died on SGLang's assertion (OOM_ASSERT); then
+    # release_kv_cache stops there (the over-allocation and the row are not freed)
+    return x.branch(cached.oom == OOM_NONE, go_on, lambda: cached)
 
 
 @transition(
@@ -195,7 +207,7 @@ def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
         "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available",
         "swa_available", "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", "load_back_node", "load_back_swa_top", "needless_retract", *DRIFT_FIELDS),
+        "slot_closed", "load_back_node", "load_back_swa_top", "needless_retract", *DRIFT_FIELDS, "oom"),
 )
 def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
     """Retract running requests one at a time (release_kv_cache without insert, evict for the

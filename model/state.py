@@ -27,9 +27,14 @@ ROOT, VIRTUAL = -1, -2
 NO_BATCH, EXTEND_BATCH, DECODE_BATCH = 0, 1, 2
 BATCH_NAMES = ("none", "extend", "decode")
 
-# the RuntimeError an allocation raised (the scheduler dies; no step follows)
-OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, OOM_DECODE = 0, 1, 2, 3
-OOM_NAMES = ("none", "Prefill out of memory", "alloc_req_slots runs out of memory", "Decode out of memory")
+# what killed the scheduler (no step follows): the RuntimeError an allocation raised, or
+# OOM_ASSERT, the AssertionError of the unified radix cache's insert-and-re-match
+# (`assert new_prefix_len <= len(new_indices)`: UnifiedRadixCache.cache_unfinished_req 0.5.18-0.5.21,
+# checkpoint_into_tree 0.5.22; model/radix_cache.py::assertion_after_rematch). The field keeps its
+# SGLang-less name `oom` (traces and reports carry it); OOM_NAMES says which death it is.
+OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, OOM_DECODE, OOM_ASSERT = 0, 1, 2, 3, 4
+OOM_NAMES = ("none", "Prefill out of memory", "alloc_req_slots runs out of memory", "Decode out of memory",
+             "unified_radix_cache.py: assert new_prefix_len <= len(new_indices)")
 
 REQ_FIELDS = (
     "status",  # NEW/WAITING/CHUNKED/RUNNING/FINISHED

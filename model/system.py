@@ -179,6 +179,8 @@ def stash_chunked_req(x: Ctx, s: State) -> State:
     (`cache_unfinished_req(chunked_req, chunked=True)`), whether or not it ran in that batch."""
     for r in range(x.cfg.num_reqs):
         stash = x.and_(s.last_batch == EXTEND_BATCH, s.status[r] == CHUNKED)
+        if radix_cache.rematches(x, False):  # an earlier stash may have killed the scheduler (OOM_ASSERT)
+            stash = x.and_(stash, s.oom == OOM_NONE)
         s = x.branch(stash, lambda r=r: radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]"), lambda: s)
         s = x.checkpoint(f"stashed[{r}]", s)
     return s.set(in_last_batch=(False,) * x.cfg.num_reqs)
@@ -243,37 +245,52 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
         "node_swa_tombstone", "full_available", "swa_available", "req_pool_available",
         "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node",
-        "slot_swa_lock_top", "slot_is_active", "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS),
+        "slot_swa_lock_top", "slot_is_active", "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS, "oom"),
 )
 def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
     """A request whose prefill completed gets its first output token; it finishes
     (`release_kv_cache`) or is cached (`cache_unfinished_req`) and joins the running batch. A
     truncated chunk stays the chunked request."""
     R = x.cfg.num_reqs
+    crash = radix_cache.rematches(x, False)  # a request's insert may kill the scheduler (OOM_ASSERT)
     for r in range(R):
-        ran = ad.can_run[r]
-        chunk = x.and_(ran, ad.new_chunked[r])
-        done = x.and_(ran, x.not_(ad.new_chunked[r]))
-        out = s.output_len[r] + x.ite(done, 1, 0)
-        finished = x.and_(done, out >= enqueue.max_new_tokens(x, s, r))
-        s = s.req(r, output_len=out, in_last_batch=ran, status=x.ite(chunk, CHUNKED, s.status[r]))
 
-        def finish(r: int = r) -> State:
-            return schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
+        def result(r: int = r, s: State = s) -> State:
+            ran = ad.can_run[r]
+            chunk = x.and_(ran, ad.new_chunked[r])
+            done = x.and_(ran, x.not_(ad.new_chunked[r]))
+            out = s.output_len[r] + x.ite(done, 1, 0)
+            finished = x.and_(done, out >= enqueue.max_new_tokens(x, s, r))
+            s = s.req(r, output_len=out, in_last_batch=ran, status=x.ite(chunk, CHUNKED, s.status[r]))
 
-        def keep(r: int = r) -> State:
-            # a later streaming turn (restored from its slot) skips the tree
-            restored = s.last_node[r] == VIRTUAL
-            s1 = x.branch(restored, lambda: s, lambda: radix_cache.cache_unfinished_req(x, s, r, f"unfinished[{r}]"))
-            i = x.cfg.slot_of(r)
-            if i is not None and x.variant("session_record") == "owned_at_alloc":
-                # v0.5.22: the first turn's prompt is published and the slot owns record and lock
-                s1 = x.branch(restored, lambda: s1, lambda: session.take(x, s1, r, i))
-            return s1.req(r, status=RUNNING)
+            def finish() -> State:
+                return _finish(x, s, r)
 
-        s = x.branch(finished, finish, lambda: x.branch(done, keep, lambda: s))
+            def keep() -> State:
+                # a later streaming turn (restored from its slot) skips the tree
+                restored = s.last_node[r] == VIRTUAL
+                s1 = x.branch(restored, lambda: s, lambda: radix_cache.cache_unfinished_req(x, s, r, f"unfinished[{r}]"))
+                i = x.cfg.slot_of(r)
+                if i is not None and x.variant("session_record") == "owned_at_alloc":
+                    # v0.5.22: the first turn's prompt is published and the slot owns record and lock
+                    s1 = x.branch(restored, lambda: s1, lambda: session.take(x, s1, r, i))
+                return s1.req(r, status=RUNNING)  # (also where its insert died: its prefill ended)
+
+            return x.branch(finished, finish, lambda: x.branch(done, keep, lambda: s))
+
+        # after SGLang's assertion killed the scheduler no later request's result is processed
+        s = x.branch(s.oom == OOM_NONE, result, lambda: s) if crash else result()
         s = x.checkpoint(f"prefill result[{r}]", s)
+    if crash:
+        return s.set(last_batch=x.ite(s.oom == OOM_NONE, EXTEND_BATCH, s.last_batch))  # (never set where it died)
     return s.set(last_batch=EXTEND_BATCH)
+
+
+def _finish(x: Ctx, s: State, r: int) -> State:
+    """Request r finishes (release_kv_cache). Where the release dies on SGLang's assertion (v0.5.22,
+    OOM_ASSERT) it is FINISHED too: SGLang set its finished_reason before the release (what
+    `req.finished()` says when the scheduler dies), though its row was never freed."""
+    return schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
 
 
 def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
@@ -302,6 +319,7 @@ def run_decode_batch(x: Ctx, s: State) -> State:
     s = x.branch(x.or_(x.not_(fits), forced), lambda: schedule_batch.retract_decode(x, s, fits, forced), lambda: s)
     s = x.checkpoint("retracted", s)
     batch = tuple(s.status[r] == RUNNING for r in range(R))
+    crash = radix_cache.rematches(x, True)  # v0.5.22: a finish's checkpoint may die (OOM_ASSERT)
 
     def step() -> State:
         if cfg.spec is not None and cfg.spec.version == 2:
@@ -317,13 +335,15 @@ def run_decode_batch(x: Ctx, s: State) -> State:
             s2 = s1
             for r in range(R):
                 fin = x.and_(batch[r], s2.output_len[r] >= enqueue.max_new_tokens(x, s2, r))
+                if crash:  # an earlier finish died on SGLang's assertion (OOM_ASSERT): no result follows
+                    fin = x.and_(fin, s2.oom == OOM_NONE)
                 s2 = x.branch(
                     fin,
-                    lambda r=r: schedule_batch.release_kv_cache(x, s2, r, True, f"finish[{r}]").req(r, status=FINISHED),
+                    lambda r=r: _finish(x, s2, r),
                     lambda: s2,
                 )
                 s2 = x.checkpoint(f"decode result[{r}]", s2)
-            return s2.set(last_batch=DECODE_BATCH)
+            return s2.set(last_batch=x.ite(s2.oom == OOM_NONE, DECODE_BATCH, s2.last_batch) if crash else DECODE_BATCH)
 
         return x.branch(s1.oom == OOM_NONE, results, lambda: s1)
 
@@ -336,6 +356,16 @@ def event_loop_iteration(x: Ctx, s: State) -> State:
     s = x.checkpoint("received", recv_requests(x, s.set(needless_retract=False)))
     s = x.checkpoint("loads checked", hicache.loading_check(x, s))
     s = stash_chunked_req(x, s)
+    if radix_cache.rematches(x, False):
+        # a stash that died on SGLang's assertion (OOM_ASSERT) ends the iteration: no batch is built
+        s = x.branch(s.oom == OOM_NONE, lambda: _batch(x, s), lambda: s)
+    else:
+        s = _batch(x, s)
+    return x.checkpoint("iteration done", s)
+
+
+def _batch(x: Ctx, s: State) -> State:
+    """`get_next_batch_to_run` after the stash, `run_batch` and `process_batch_result`."""
     s, ad = get_new_batch_prefill(x, s)
     has_prefill = x.or_(*ad.can_run)
     has_running = x.or_(*[s.status[r] == RUNNING for r in range(x.cfg.num_reqs)])
@@ -348,8 +378,7 @@ def event_loop_iteration(x: Ctx, s: State) -> State:
         with x.scope("decode"):
             return run_decode_batch(x, s)
 
-    s = x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, lambda: s.set(last_batch=NO_BATCH)))
-    return x.checkpoint("iteration done", s)
+    return x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, lambda: s.set(last_batch=NO_BATCH)))
 
 
 class System:

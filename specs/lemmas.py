@@ -180,7 +180,7 @@ def typing(x: Ctx, s: State) -> Any:
     """Every field takes a value of its type: enums in range, node ids on the owner's path, and
     the fields of features the config does not have stay at their constant."""
     cfg = x.cfg
-    c = [_one_of(x, s.last_batch, [0, 1, 2]), _one_of(x, s.oom, [0, 1, 2, 3])]
+    c = [_one_of(x, s.last_batch, [0, 1, 2]), _one_of(x, s.oom, [0, 1, 2, 3, 4])]
     hyb, hic = cfg.hybrid_swa, cfg.hicache
     if not hyb:
         c += [s.swa_available == 0, s.swa_evictable_drift == 0, s.swa_protected_drift == 0]

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from model import enqueue, radix_cache
 from model.invariant_checker import holds_kv, is_fully_idle, self_check_during_busy, self_check_during_idle
 from model.session import holds_range
-from model.state import (DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS,
+from model.state import (DECODE_BATCH, EXTEND_BATCH, NO_BATCH, OOM_ASSERT, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS,
                           FINISHED, NEW, ROOT, RUNNING, VIRTUAL, WAITING, State)
 from model.transition import Ctx
 
@@ -131,6 +131,21 @@ def _no_decode_oom_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
 
 def _no_decode_oom(x: Ctx, s: State) -> Any:
     return _no_decode_oom_conjuncts(x, s)[0]
+
+
+def _no_scheduler_assertion_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
+    return [s.oom != OOM_ASSERT]
+
+
+def _no_scheduler_assertion(x: Ctx, s: State) -> Any:
+    return _no_scheduler_assertion_conjuncts(x, s)[0]
+
+
+def _request_kv_in_tree(x: Ctx, s: State) -> Any:
+    """A request's own KV went into the tree (a node of its private chain exists): an insert ran,
+    the step SGLang's insert-and-re-match asserts after."""
+    cfg = x.cfg
+    return x.or_(*[s.node_len[a] > 0 for r in range(cfg.num_reqs) for a in cfg.private_chain(r)])
 
 
 def _conservation_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
@@ -345,6 +360,16 @@ PROPERTIES: dict[str, Property] = {
             lambda x, s: s.last_batch == DECODE_BATCH,
             "a decode batch was allocated",
             _no_decode_oom_conjuncts,
+        ),
+        Property(
+            "no_scheduler_assertion",
+            "no insert of a request's KV into the tree kills the scheduler on SGLang's `assert new_prefix_len <= "
+            "len(new_indices)` (UnifiedRadixCache's re-match after the insert, 0.5.18-0.5.22: cache_unfinished_req / "
+            "checkpoint_into_tree): the re-match covers what the tree held before the insert",
+            _no_scheduler_assertion,
+            _request_kv_in_tree,
+            "a request's KV went into the tree",
+            _no_scheduler_assertion_conjuncts,
         ),
         Property(
             "conservation",

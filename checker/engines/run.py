@@ -46,6 +46,7 @@ FIX_FEATURES: dict[str, tuple[str, ...]] = {
     "retract_tail_free": ("sessions",),
     "swa_budget_split": ("hybrid_swa",),
     "swa_window_headroom": ("hybrid_swa",),
+    "finish_checkpoint": ("hybrid_swa",),
 }
 
 

@@ -53,6 +53,8 @@ def explain(system: System, prop: str, p: Params, s: State) -> str:
         return f"violated: {prop}  allocation failed: {OOM_NAMES[s.oom]} (full_available={s.full_available}" + (
             f", swa_available={s.swa_available})" if system.cfg.hybrid_swa else ")"
         )
+    if prop == "no_scheduler_assertion":
+        return f"violated: {prop}  the scheduler died: AssertionError ({OOM_NAMES[s.oom]}) in the insert-and-re-match"
     if prop == "conservation":
         return f"violated: conservation  {ledger_line(system, p, s)}"
     if prop == "busy_check_sound":

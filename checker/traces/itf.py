@@ -197,7 +197,7 @@ EXPECTED = ("violation", "pass")
 NODE_REF_FIELDS = frozenset({"last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", "slot_last_node",
                              "slot_swa_lock_top"})
 SIGNED_FIELDS = frozenset({"full_evictable_drift", "full_protected_drift", "swa_evictable_drift", "swa_protected_drift"})
-ENUM_FIELDS = {"status": 5, "last_batch": 3, "oom": 4}  # field -> number of values (0 .. n-1; model/state.py)
+ENUM_FIELDS = {"status": 5, "last_batch": 3, "oom": 5}  # field -> number of values (0 .. n-1; model/state.py)
 BOOL_PARAMS = frozenset({"warm_device", "warm_host"})
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _VERSION = re.compile(r"\d+\.\d+(\.\d+)?([.+-][0-9A-Za-z.]+)?")
@@ -613,7 +613,7 @@ def _rerun(tr: Trace, file: str) -> None:
         for t, step in enumerate(tr.steps, 1):
             s = states[t - 1]
             if s.oom != OOM_NONE:
-                raise ItfError(file, f"state {t}", f"follows an allocation failure in state {t - 1} ({OOM_NAMES[s.oom]}): "
+                raise ItfError(file, f"state {t}", f"follows the scheduler's death in state {t - 1} ({OOM_NAMES[s.oom]}): "
                                                     "the scheduler died, no step follows")
             x = system.ctx(Concrete(DictOracle(step.picks)), tr.params)
             try:
