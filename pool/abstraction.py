@@ -19,6 +19,7 @@ from .scheduler import (
     DECODE_BATCH,
     EXTEND_BATCH,
     NO_BATCH,
+    OOM_ASSERT,
     OOM_DECODE,
     OOM_NONE,
     OOM_PREFILL,
@@ -165,6 +166,8 @@ def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) 
         return sch.oom in (OOM_PREFILL, OOM_REQ_SLOTS)
     if prop == "no_decode_oom":
         return sch.oom == OOM_DECODE
+    if prop == "no_scheduler_assertion":
+        return sch.oom == OOM_ASSERT
     if prop == "well_formed":
         return not well_formed(sch)
     if prop == "prompt_prefilled":  # a prefill that ended computed the whole fill but its last token

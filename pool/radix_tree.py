@@ -274,6 +274,14 @@ class RadixTree:
                 return c
         return None
 
+    def path_len(self, tokens: Callable[[int, int], tuple[int, ...]], owner: int) -> int:
+        """Tokens on the tree's path of the request's tokens, device or host-only nodes: what an
+        insert of a key that long finds already there (`InsertResult.prefix_len`)."""
+        node, pos = self.root, 0
+        while (c := self._child(node, tokens, pos, owner)) is not None:
+            node, pos = c, pos + len(c)
+        return pos
+
     def match_prefix(self, tokens: Callable[[int, int], tuple[int, ...]], key_len: int, owner: int, hicache: bool) -> Match:
         """Whole nodes only, up to floor(key_len). SWA: the match ends at the deepest node after
         which no tombstone was met, or at least W SWA tokens follow the last tombstone."""

@@ -44,8 +44,15 @@ from .radix_tree import WARM, LockHandle, Match, RadixTree, TreeNode
 
 CONTINUE, NO_TOKEN, OTHER = 0, 1, 2
 NO_BATCH, EXTEND_BATCH, DECODE_BATCH = 0, 1, 2
-OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, OOM_DECODE = 0, 1, 2, 3
-OOM_MESSAGES = ("", "Prefill out of memory", "alloc_req_slots runs out of memory", "Decode out of memory")
+OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS, OOM_DECODE, OOM_ASSERT = 0, 1, 2, 3, 4
+OOM_MESSAGES = ("", "Prefill out of memory", "alloc_req_slots runs out of memory", "Decode out of memory",
+                "AssertionError: new_prefix_len <= len(new_indices)")
+
+
+class _SchedulerAssertion(Exception):
+    """UnifiedRadixCache's `assert new_prefix_len <= len(new_indices)` after an insert and its
+    re-match (model/radix_cache.py::assertion_after_rematch): the scheduler dies there, holding the
+    state the insert left; `step` records OOM_ASSERT and no iteration follows."""
 
 
 def ceil_page(x: int, ps: int) -> int:
@@ -482,6 +489,13 @@ class Scheduler:
             raise PoolError(f"the scheduler died ({OOM_MESSAGES[self.oom]}); no iteration follows")
         self._ch = ch
         self.steps += 1
+        try:
+            self._iteration(ch)
+        except _SchedulerAssertion:
+            self.oom = OOM_ASSERT  # the state is what it was when the assertion failed
+        self.busy = self.self_check_during_busy()
+
+    def _iteration(self, ch: Chooser) -> None:
         self.recv_requests(ch)
         self.loading_check()
         self.stash_chunked_req(ch)
@@ -494,7 +508,6 @@ class Scheduler:
                 self.run_decode_batch(ch)
         else:
             self.last_batch = NO_BATCH
-        self.busy = self.self_check_during_busy()
 
     def recv_requests(self, ch: Chooser) -> None:
         with ch.scope("recv"):
@@ -653,15 +666,17 @@ class Scheduler:
                 self.chunked.remove(req)
             req.output_len += 1
             if req.output_len >= self.max_new_tokens(req):
-                self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
-                req.finished = True
+                try:
+                    self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
+                finally:  # (also where the release dies on the assertion: finished_reason is set before it)
+                    req.finished = True
             else:
+                self.running.append(req)  # (before the insert, which may die on the assertion)
                 if not req.virtual:
                     self.cache_unfinished_req(req, ch, f"unfinished[{req.rid}]")
                     i = self.cfg.slot_of(req.rid)
                     if i is not None and self.design.variant("session_record") == "owned_at_alloc":
                         self.take(req, self.slots[i])
-                self.running.append(req)
         self.last_batch = EXTEND_BATCH
 
     # -- radix cache paths -------------------------------------------------------------------------
@@ -684,10 +699,13 @@ class Scheduler:
             self.free_swa_out_of_window_slots(req, key_len - 1)
             E = req.swa_evicted_seqlen
         backup = self._backup(ch, site)
+        held = min(self.tree.path_len(self.tokens_of(req.rid), req.rid), end)  # InsertResult.prefix_len
         last, owned, rewrite = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi),
                                                 req.cache_protected_len, end, E, backup, self.atom_for(req.rid))
         if v == "rematch":
             m = self.tree.match_prefix(self.tokens_of(req.rid), end, req.rid, False)
+            if held > m.prefix_len:  # SGLang: assert new_prefix_len <= len(new_indices)
+                raise _SchedulerAssertion
             last, owned = m.last_device_node, m.prefix_len
             rewrite = [(pos, idx) for pos, idx in rewrite if pos < owned]
         for pos, idx in rewrite:
@@ -719,6 +737,7 @@ class Scheduler:
         owned = P
         if is_insert:
             backup = self._backup(ch, site)
+            held = min(self.tree.path_len(self.tokens_of(req.rid), req.rid), end)  # InsertResult.prefix_len
             _last, owned, _ = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi), P,
                                                end, req.swa_evicted_seqlen if self.hybrid else None, backup,
                                                self.atom_for(req.rid))
@@ -726,6 +745,10 @@ class Scheduler:
                 pk = floor_page(req.origin_input_len, ps)
                 if 0 < pk < end:
                     self.tree.split_at(req.rid, self.tokens_of(req.rid), pk)
+            if (self.hybrid and self.design.variant("unfinished_swa_release") == "rematch"
+                    and self.design.on("finish_checkpoint")):  # v0.5.22: checkpoint_into_tree re-matches
+                if held > self.tree.match_prefix(self.tokens_of(req.rid), end, req.rid, False).prefix_len:
+                    raise _SchedulerAssertion
         self.free(self.row(req, owned, C))
         if req.lock is not None:
             self.tree.dec_lock_ref(req.lock)
@@ -893,9 +916,11 @@ class Scheduler:
             return
         for req in batch:
             if req.output_len >= self.max_new_tokens(req):
-                self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
-                self.running.remove(req)
-                req.finished = True
+                try:
+                    self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
+                finally:  # (also where the release dies on the assertion: finished_reason is set before it)
+                    self.running.remove(req)
+                    req.finished = True
         self.last_batch = DECODE_BATCH
 
     def alloc_for_decode(self, batch: list[Req], ch: Chooser) -> bool:
