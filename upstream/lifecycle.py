@@ -37,7 +37,7 @@ from model import radix_cache, schedule_batch
 from model.config import Config, concrete_params
 from model.designs import Design
 from model.ops import Concrete, Infeasible
-from model.state import CHUNKED, FINISHED, RUNNING, WAITING
+from model.state import CHUNKED, FINISHED, OOM_ASSERT, RUNNING, WAITING
 from model.transition import Ctx
 
 from . import real
@@ -165,13 +165,15 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
 
     stashed = [False, False]  # stashed since its last prefill progress
 
-    def dies(label: str, r: int, finished: bool, call: Any) -> None:
-        """Run SGLang's stash or release (`call`) next to the model's prediction of the assertion
-        in its insert-and-re-match (radix_cache.checkpoint_assertion_fails; a finish re-matches only
-        where the release finishes through checkpoint_into_tree): when either side says the
-        scheduler dies there, that is compared and the scenario ends (agreement only if both die)."""
-        rematches = finish_rematches if finished else True
-        predicted = rematches and bool(radix_cache.checkpoint_assertion_fails(x, s, r, finished))
+    def dies(label: str, call: Any, model_call: Any) -> None:
+        """Run SGLang's stash or release (`call`) and the model's (`model_call`, which returns the
+        state after it): where either side's scheduler dies on the assertion of the
+        insert-and-re-match (SGLang's AssertionError; the model's outcome `oom == OOM_ASSERT`,
+        model/radix_cache.py::assertion_after_rematch), that is compared, then the sizes each side
+        holds at that moment, and the scenario ends (agreement only if both die)."""
+        nonlocal s
+        after = model_call()
+        predicted = bool(after.oom == OOM_ASSERT)
         try:
             call()
         except AssertionError as e:
@@ -179,23 +181,24 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 raise
             obs.append((f"{label}: the scheduler dies (AssertionError: new_prefix_len <= len(new_indices))", True,
                         predicted))
+            if predicted:  # what each side holds when it dies (the tree after the insert)
+                obs.append((f"{label}: sizes at the scheduler's death", real.tree_sizes(tree, alloc), _sizes(x, after)))
             raise _SchedulerDied from e
         if predicted:
             obs.append((f"{label}: the scheduler dies (AssertionError: new_prefix_len <= len(new_indices))", False,
                         True))
             raise _SchedulerDied
+        s = after
 
     def stash(r: int, label: str) -> None:
         """The scheduler stashes a request once per prefill chunk (`stash_chunked_request`, or
         `maybe_cache_unfinished_req` after its last chunk), never twice without new KV: a second
         stash is no call (UnifiedRadixCache asserts `new_prefix_len <= len(new_indices)` on one,
         0.5.18-0.5.21)."""
-        nonlocal s
         if stashed[r]:
             return
         stashed[r] = True
-        dies(label, r, False, lambda: real.stash(reqs[r], tree))
-        s = radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]")
+        dies(label, lambda: real.stash(reqs[r], tree), lambda: radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]"))
 
     def chunk(r: int, k: int, label: str) -> bool:
         """Prefill k more tokens of request r (stash first if it already has KV)."""
@@ -246,7 +249,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             state[r] = "done"
         return True
 
-    finish_rematches = real.finish_checkpoints()  # 0.5.22+: a finish re-matches too (checkpoint_into_tree)
+    # the release's finish through checkpoint_into_tree (0.5.22+) is the model's `finish_checkpoint`
+    obs.append(("release_kv_cache checkpoints into the tree (finish_checkpoint)", real.finish_checkpoints(),
+                design.on("finish_checkpoint")))
     last_r: list[int | None] = [None]  # the request of the last chunk / stash / finish (last_batch)
     parked: list[int] = []  # prefilling requests, the most recently chunked last
 
@@ -298,8 +303,8 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 while state[r] != "done":
                     if not chunk(r, 64, label):
                         return obs
-                dies(label, r, True, lambda: real.release_kv_cache(reqs[r], tree, ps))
-                s = schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
+                dies(label, lambda: real.release_kv_cache(reqs[r], tree, ps),
+                     lambda: schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED))
                 state[r] = "finished"
             else:
                 n = op[1]

@@ -54,7 +54,7 @@ from typing import Any
 import torch
 
 from model.config import Config, Params
-from model.state import OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS
+from model.state import OOM_ASSERT, OOM_DECODE, OOM_NONE, OOM_PREFILL, OOM_REQ_SLOTS
 
 # read by SGLang's envs at get() time; set before the first scheduler step
 ENV = {
@@ -506,6 +506,7 @@ class RealScheduler:
         self._pin_ratio()
         self.forcing.before_step(picks)
         self.busy, self.idle = Check(), Check()
+        batch = None
         try:
             if recv:
                 sch.process_input_requests(recv)
@@ -537,6 +538,23 @@ class RealScheduler:
             self.oom, self.oom_message = kind, msg.splitlines()[0][:200]
             self.failed_reqs = _failing_batch_reqs(e)
             self.last_batch = None  # nothing ran; `last_mode` keeps the previous iteration's batch
+            return
+        except AssertionError as e:
+            # the unified radix cache's insert-and-re-match (`assert new_prefix_len <= len(new_indices)`,
+            # cache_unfinished_req 0.5.18-0.5.21, checkpoint_into_tree 0.5.22): the scheduler dies,
+            # the model's OOM_ASSERT. In a stash, before a batch is built; in process_batch_result,
+            # after its batch ran (its requests are that batch's; `last_mode` keeps the previous one)
+            if "new_prefix_len" not in str(e):
+                raise
+            self.oom, self.oom_message = OOM_ASSERT, f"AssertionError: {str(e).splitlines()[0][:180]}"
+            self.failed_reqs = []
+            self.last_batch = batch or None
+            # inside process_batch_result_* the allocator's frees are grouped (free_group_begin):
+            # SGLang dies with them pending, kvmc counts a free when it is made (an abstraction,
+            # docs/conformance.md): the pending group is read as handed back
+            alloc = sch.token_to_kv_pool_allocator
+            if getattr(alloc, "free_group", None) is not None:
+                alloc.free_group_end()
             return
         finally:
             self.forcing.after_step()
