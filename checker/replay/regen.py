@@ -44,6 +44,7 @@ FINDINGS: list[tuple[str, str, str]] = [
     ("current", "hybrid_swa", "prompt_prefilled"),  # the chunk-cap hatch's second truncation (0.5.16+)
     ("v0.5.13", "hybrid_swa", "progress"),  # #23174's deferral stalls a chunked request (a lasso)
     ("v0.5.18", "hybrid_swa_page4", "conservation"),  # the re-match after the unfinished insert (0.5.18-0.5.22)
+    ("v0.5.22", "hybrid_swa_page4", "no_scheduler_assertion"),  # finding 3's AssertionError: the scheduler dies
 ]
 
 
