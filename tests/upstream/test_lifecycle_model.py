@@ -13,8 +13,8 @@ import pytest
 
 from model import allocator, radix_cache
 from model.designs import preset
-from model.ops import Concrete
-from model.state import CHUNKED, RUNNING, WAITING
+from model.ops import Concrete, Symbolic
+from model.state import CHUNKED, OOM_ASSERT, RUNNING, WAITING
 from model.system import init_state, match_prefix
 from model.transition import Ctx
 from upstream import lifecycle
@@ -116,3 +116,14 @@ def test_the_second_stash_after_a_short_rematch_dies(design_name: str, dies: boo
     s = radix_cache.cache_unfinished_req(x, s, 0, "stash")
     s = allocator.alloc(x, s, 12).req(0, kv_committed_len=34, kv_allocated_len=34)  # chunk 12
     assert bool(radix_cache.checkpoint_assertion_fails(x, s, 0, finished=False)) is dies
+    # the outcome is the transition's own: the state SGLang dies in (after the out-of-window release
+    # and the insert; P, the lock and the row not moved), and the same in z3 at these numbers
+    after = radix_cache.cache_unfinished_req(x, s, 0, "stash")
+    assert (after.oom == OOM_ASSERT) is dies
+    if dies:
+        assert (after.cache_protected_len[0], after.last_node[0]) == (s.cache_protected_len[0], s.last_node[0])
+        assert lifecycle._sizes(x, after)["full_evictable"] == 20  # SGLang 0.5.20's tree at its death
+    import z3
+
+    xs = Ctx(Symbolic(0), cfg, design, p)
+    assert z3.is_true(z3.simplify(z3.BoolVal(True) == (radix_cache.cache_unfinished_req(xs, s, 0, "stash").oom == OOM_ASSERT))) is dies

@@ -103,6 +103,15 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
             else:
                 assert o["status"] == sr.REPRODUCED, sr.line(o)
                 assert f"conservation violated on SGLang {version} at step 1" in sr.line(o), sr.line(o)
+        elif f == "v0.5.22/hybrid_swa_page4/no_scheduler_assertion.itf.json":
+            # findings #3's death: only 0.5.22's finish re-matches (checkpoint_into_tree); 0.5.19-0.5.21
+            # finish through cache_finished_req and live, 0.5.23 keeps the inserted path
+            if version == "0.5.22":
+                assert o["status"] == sr.REPRODUCED, sr.line(o)
+                assert "no_scheduler_assertion violated on SGLang 0.5.22 at step 2" in sr.line(o), sr.line(o)
+                assert "SGLang raised: AssertionError: new_prefix_len=8, len(new_indices)=0" in o["table"][-1]
+            else:
+                assert o["status"] == sr.DIVERGED and o["step"] in (1, 2), sr.line(o)
         else:
             assert o["status"] == sr.PASSED, sr.line(o)
     assert len(got) == len(corpus_files())
