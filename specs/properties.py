@@ -362,16 +362,6 @@ PROPERTIES: dict[str, Property] = {
             _no_decode_oom_conjuncts,
         ),
         Property(
-            "no_scheduler_assertion",
-            "no insert of a request's KV into the tree kills the scheduler on SGLang's `assert new_prefix_len <= "
-            "len(new_indices)` (UnifiedRadixCache's re-match after the insert, 0.5.18-0.5.22: cache_unfinished_req / "
-            "checkpoint_into_tree): the re-match covers what the tree held before the insert",
-            _no_scheduler_assertion,
-            _request_kv_in_tree,
-            "a request's KV went into the tree",
-            _no_scheduler_assertion_conjuncts,
-        ),
-        Property(
             "conservation",
             "the ownership ledger is exact in every pool: no leaked slot, no slot freed or owned twice",
             _conservation,
@@ -456,6 +446,16 @@ PROPERTIES: dict[str, Property] = {
             _retract_only_when_short,
             _decode_mem_checked,
             "decode memory was checked (a decode batch ran, or a request was retracted)",
+        ),
+        Property(
+            "no_scheduler_assertion",
+            "no insert of a request's KV into the tree kills the scheduler on SGLang's `assert new_prefix_len <= "
+            "len(new_indices)` (UnifiedRadixCache's re-match after the insert, 0.5.18-0.5.22: cache_unfinished_req / "
+            "checkpoint_into_tree): the re-match covers what the tree held before the insert",
+            _no_scheduler_assertion,
+            _request_kv_in_tree,
+            "a request's KV went into the tree",
+            _no_scheduler_assertion_conjuncts,
         ),
     ]
 }

@@ -29,8 +29,8 @@ from specs.properties import PROPERTIES
 ROWS = [
     ("spec_v2_decode_step@168:minmax:1", "request_bounds", "spec_v2", True, 2),  # accepts max(D, left) drafts
     ("spec_v2_decode_step@170:negate:0", "request_bounds", "spec_v2", True, 2),  # requests outside the batch accept
-    ("check_decode_mem@165:drop:0", "retract_only_when_short", "pressure", False, 4),  # no eviction before the check
-    ("retract_decode@211:drop:0", "retract_only_when_short", "pressure", True, 5),  # no re-check after a retraction
+    ("check_decode_mem@177:drop:0", "retract_only_when_short", "pressure", False, 4),  # no eviction before the check
+    ("retract_decode@223:drop:0", "retract_only_when_short", "pressure", True, 5),  # no re-check after a retraction
 ]
 
 
