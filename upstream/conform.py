@@ -4,15 +4,18 @@
 For each release a worker subprocess (upstream/worker.py) imports that release's real objects
 and kvmc's concrete model, generates scenarios with Hypothesis for every row (upstream/rows.py),
 runs both, and compares every observed field. The parent prints the table transition x release
--> scenarios, agreed, documented abstractions, disagreed, and each disagreement shrunk to a
-minimal scenario, side by side (`SGLang 0.5.13: NO_TOKEN / kvmc v0.5.13: CONTINUE`).
+-> scenarios, agreed, documented abstractions, disagreed, errors, and each disagreement shrunk to
+a minimal scenario, side by side (`SGLang 0.5.13: NO_TOKEN / kvmc v0.5.13: CONTINUE`). An error is
+a scenario that raised where its row does not expect it (SGLang's objects, the model or the
+harness could not run it): nothing was compared, so it is counted apart from the disagreements,
+with its first traceback, and never read as a finding about the model.
 
 `--device cuda` builds SGLang's objects on the GPU and lets the paged allocator launch its real
 Triton kernels (upstream/worker.py); the table's header then says "on cuda" and each release's
 JSON result carries `device` and `kernels` (what `alloc_extend` ran: routed / torch / triton).
 
-Exit status: 0 every scenario agreed or is a documented abstraction; 1 some disagreed; 2 bad
-input (unknown release, release not installed, no adapter for its API, unknown row).
+Exit status: 0 every scenario agreed or is a documented abstraction; 1 some disagreed or could not
+be run (the report says which); 2 bad input (unknown release, release not installed, no adapter for its API, unknown row).
 """
 
 from __future__ import annotations
@@ -139,21 +142,21 @@ def table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one line per (row, release)."""
     on = _on(results)
     lines = [
-        f"| transition | SGLang{on} | kvmc design | scenarios | agreed | documented abstractions | disagreed |",
-        "|---|---|---|---:|---:|---|---:|",
+        f"| transition | SGLang{on} | kvmc design | scenarios | agreed | documented abstractions | disagreed | errors |",
+        "|---|---|---|---:|---:|---|---:|---:|",
     ]
     for res in results:
         if "error" in res:
-            lines.append(f"| (all) | {res['version']} | {res['design']} | - | - | - | worker failed |")
+            lines.append(f"| (all) | {res['version']} | {res['design']} | - | - | - | - | worker failed |")
             continue
         for row in res["rows"]:
             if "not_applicable" in row:
-                lines.append(f"| {row['row']} | {res['version']} | {res['design']} | - | - | n/a: {row['not_applicable']} | - |")
+                lines.append(f"| {row['row']} | {res['version']} | {res['design']} | - | - | n/a: {row['not_applicable']} | - | - |")
                 continue
             ab = ", ".join(f"{k}: {v}" for k, v in sorted(row["abstractions"].items())) or "-"
             n = row["scenarios"]
             pct = 100.0 * row["agreed"] / n if n else 0.0
-            lines.append(f"| {row['row']} | {res['version']} | {res['design']} | {n} | {row['agreed']} ({pct:.1f} %) | {ab} | {row['disagreed']} |")
+            lines.append(f"| {row['row']} | {res['version']} | {res['design']} | {n} | {row['agreed']} ({pct:.1f} %) | {ab} | {row['disagreed']} | {row.get('errored', 0)} |")
     return "\n".join(lines)
 
 
@@ -177,6 +180,15 @@ def side_by_side(res: dict[str, Any], row: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def could_not_run(res: dict[str, Any], row: dict[str, Any]) -> str:
+    """A row's errors: how many scenarios raised, the first one and the last line of its traceback."""
+    e = row["first_error"]
+    last = [ln for ln in e["error"].strip().splitlines() if ln.strip()][-1:] or ["?"]
+    return (f"could not run: {row['row']} on SGLang {res['version']} vs kvmc {res['design']}: {row['errored']} of "
+            f"{row['scenarios']} scenario(s) raised (nothing compared; not a disagreement)\n"
+            f"  first: {e['scenario']}\n  {last[0].strip()}")
+
+
 def report(results: Sequence[dict[str, Any]]) -> tuple[str, int]:
     parts = [table(results)]
     worst = 0
@@ -188,6 +200,9 @@ def report(results: Sequence[dict[str, Any]]) -> tuple[str, int]:
         for row in res["rows"]:
             if row.get("minimal"):
                 parts.append(side_by_side(res, row))
+                worst = max(worst, 1)
+            if row.get("errored"):
+                parts.append(could_not_run(res, row))
                 worst = max(worst, 1)
     total = sum(r.get("scenarios", 0) for res in results for r in res.get("rows", []))
     secs = max((res.get("seconds", 0) for res in results), default=0)
@@ -234,6 +249,11 @@ def generated_section(results: Sequence[dict[str, Any]], command: str, seconds: 
         out.append("None: every generated scenario agreed or is one of the documented abstractions above.")
     for res, row in dis:
         out += ["```", side_by_side(res, row), "```"]
+    errs = [(res, row) for res in results for row in res.get("rows", []) if row.get("errored")]
+    if errs:
+        out += ["", "### Scenarios that could not run", ""]
+        for res, row in errs:
+            out += ["```", could_not_run(res, row), "```"]
     out += ["", END]
     return "\n".join(out)
 

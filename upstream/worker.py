@@ -3,12 +3,17 @@ the dependencies and the stubs; upstream/conform.py starts it). For each row it 
 twice with the same seed:
 
 1. generate `examples` scenarios, run each on SGLang's objects and on kvmc's model, and count
-   agreements, documented abstractions and disagreements (no shrinking: every scenario counts);
+   agreements, documented abstractions, disagreements and errors (no shrinking: every scenario
+   counts). An error is a scenario that raised where the row does not expect it, in SGLang's
+   objects, in the model or in the harness (an environment that cannot run a release's Rust core,
+   say): nothing was compared, so it is neither an agreement nor a disagreement about the model,
+   and it is reported apart, with the first traceback;
 2. if some scenario disagreed, run again with shrinking on, failing on the first disagreement:
    Hypothesis shrinks it to a minimal scenario, printed side by side.
 
 Prints one JSON document on stdout: {"version", "design", "device", "kernels", "rows": [{"row",
-"scenarios", "agreed", "abstractions": {name: count}, "disagreed", "minimal": {...} | null, "seconds"}]}.
+"scenarios", "agreed", "abstractions": {name: count}, "disagreed", "errored", "minimal": {...} | null,
+"first_error": {"scenario", "error"} | null, "seconds"}]}.
 `kernels` says what the paged allocator's `alloc_extend` ran here (upstream/kernels.py::launch_kind):
 "routed" (kvmc's torch versions, cpu up to 0.5.21), "torch" (SGLang's own torch path, cpu 0.5.22+)
 or "triton" (the real kernels: `--device cuda`).
@@ -33,7 +38,7 @@ class Disagreement(AssertionError):
 
 
 def _classify(row: Any, sc: Any, design: Any, version: str) -> tuple[str, list, str | None]:
-    """("agree" | "abstraction" | "disagree", differing observations, abstraction name)."""
+    """("agree" | "abstraction" | "disagree" | "error", differing observations, abstraction name)."""
     from .abstractions import match
 
     from .devices import GpuFaultAvoided
@@ -42,8 +47,8 @@ def _classify(row: Any, sc: Any, design: Any, version: str) -> tuple[str, list, 
         obs = row.run(sc, design)
     except GpuFaultAvoided as e:  # on cuda, a launch that would fault (upstream/devices.py)
         return "abstraction", [("gpu", str(e), None)], "paged_kernel_reads_empty_free_list"
-    except Exception:  # a scenario SGLang or the model cannot run is a disagreement to look at
-        return "disagree", [("exception", traceback.format_exc(limit=6)[-1500:], None)], None
+    except Exception:  # a scenario that could not run compared nothing: an error, never a disagreement
+        return "error", [("exception", traceback.format_exc(limit=6)[-1500:], None)], None
     diffs = [o for o in obs if o[1] != o[2]]
     if not diffs:
         return "agree", [], None
@@ -66,9 +71,10 @@ def _no_local_constants() -> None:
 def run_row(row: Any, design: Any, version: str, examples: int, seed: int) -> dict[str, Any]:
     from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
-    counts = {"scenarios": 0, "agreed": 0, "disagreed": 0}
+    counts = {"scenarios": 0, "agreed": 0, "disagreed": 0, "errored": 0}
     abstractions: dict[str, int] = {}
     first: dict[str, Any] = {}
+    first_error: dict[str, Any] = {}
     common = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=False)
 
     @hseed(seed)
@@ -82,6 +88,10 @@ def run_row(row: Any, design: Any, version: str, examples: int, seed: int) -> di
         elif kind == "abstraction":
             abstractions[name] = abstractions.get(name, 0) + 1
             first.setdefault(f"abstraction:{name}", {"scenario": sc.describe(), "diffs": _jsonable(diffs)})
+        elif kind == "error":
+            counts["errored"] += 1
+            if not first_error:
+                first_error.update(scenario=sc.describe(), error=diffs[0][1])
         else:
             counts["disagreed"] += 1
 
@@ -112,7 +122,9 @@ def run_row(row: Any, design: Any, version: str, examples: int, seed: int) -> di
         "abstractions": abstractions,
         "abstraction_examples": {k.split(":", 1)[1]: v for k, v in first.items()},
         "disagreed": counts["disagreed"],
+        "errored": counts["errored"],
         "minimal": minimal,
+        "first_error": first_error or None,
         "seconds": round(time.time() - t0, 2),
     }
 

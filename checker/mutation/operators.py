@@ -348,6 +348,19 @@ def parse_id(mid: str) -> Mutant:
     raise KeyError(f"no mutant {mid!r} in the current source of {name}")
 
 
+def find(transition: str, op: str, before: str, after: str | None = None) -> Mutant:
+    """The one mutant of `transition` by operator `op` that rewrites the source `before` (into
+    `after`, where two rewrite the same source): found by what it changes, not by its line, so a
+    test or a saved survivor list that names it this way survives edits elsewhere in the module."""
+    hits = [m for m in generate(transition=transition, ops=(op,))
+            if m.before == before and (after is None or m.after == after)]
+    if len(hits) != 1:
+        have = [f"{m.before} -> {m.after}" for m in generate(transition=transition, ops=(op,))]
+        raise KeyError(f"{len(hits)} {op} mutants of {transition} rewrite {before!r}"
+                       f"{f' into {after!r}' if after else ''}; expected exactly one (its {op} mutants: {have})")
+    return hits[0]
+
+
 def compile_mutant(m: Mutant) -> Callable[..., Any]:
     """The mutated transition as a function with the original's signature (nothing is written)."""
     i, v = _locate(m)

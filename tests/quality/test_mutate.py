@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from checker.mutation.mutate import select, summary
-from checker.mutation.operators import OPERATORS, compile_mutant, design_for, generate, parse_id
+from checker.mutation.operators import OPERATORS, compile_mutant, design_for, find, generate, parse_id
 from model.transition import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +49,16 @@ def test_every_transition_has_mutants_and_each_compiles_without_touching_a_file(
         assert d.overrides[m.transition] is not None and m.id in d.name
         assert parse_id(m.id) == m
     assert _model_digest() == before, "generating and compiling mutants must not write to model/"
+
+
+def test_find_names_a_mutant_by_what_it_rewrites_not_by_its_line() -> None:
+    """The id's line moves with every edit above it; (transition, operator, source) does not."""
+    m = find("alloc_for_extend", "cmp", "ps == 1")
+    assert m.after == "ps != 1" and parse_id(m.id) == m
+    two = [g for g in generate(transition="spec_v2_decode_step", ops=("minmax",)) if g.before.startswith("x.min(D,")]
+    assert [find(g.transition, g.op, g.before, g.after) for g in two] == two
+    with pytest.raises(KeyError, match=r"0 cmp mutants of alloc_for_extend rewrite 'ps == 2'.*ps == 1 -> ps != 1"):
+        find("alloc_for_extend", "cmp", "ps == 2")
 
 
 def test_a_seeded_sample_is_the_same_every_time() -> None:

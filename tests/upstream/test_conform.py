@@ -58,6 +58,7 @@ def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -
         assert row in expected, r
         return
     assert r["scenarios"] == EXAMPLES
+    assert r["errored"] == 0, conform.could_not_run(res, r)
     assert r["disagreed"] == 0, conform.side_by_side(res, r)
     assert r["agreed"] + sum(r["abstractions"].values()) == r["scenarios"]
 
@@ -72,6 +73,20 @@ def test_planted_off_by_one_is_caught_and_shrunk(sglang_root: Path) -> None:
     assert ["budget_state()", "OTHER", "CONTINUE"] in m["diffs"], m
     text = conform.side_by_side(res, row)
     assert "budget_state(): SGLang 0.5.13: OTHER / kvmc v0.5.13+override: CONTINUE" in text
+
+
+def test_a_scenario_that_raises_is_an_error_not_a_disagreement(sglang_root: Path) -> None:
+    """Nothing was compared, so it is no finding about the model: counted apart, with its traceback,
+    and the run still fails (exit 1) rather than reading as a pass."""
+    (res,) = conform.run(["0.5.13"], ["budget_state"], examples=15, seed=0, root=sglang_root,
+                         overrides=[str(HERE / "planted_raises.py")])
+    (row,) = res["rows"]
+    assert (row["errored"], row["disagreed"], row["agreed"]) == (15, 0, 0), row
+    assert row["minimal"] is None and "planted: budget_state cannot run" in row["first_error"]["error"], row
+    text, worst = conform.report([res])
+    assert worst == 1
+    assert "could not run: budget_state on SGLang 0.5.13" in text and "15 of 15 scenario(s) raised" in text, text
+    assert "| budget_state | 0.5.13 | v0.5.13+override | 15 | 0 (0.0 %) | - | 0 | 15 |" in conform.table([res])
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
