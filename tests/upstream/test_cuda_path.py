@@ -136,6 +136,7 @@ def test_conform_on_cuda_runs_the_real_kernels_and_agrees() -> None:
     assert res["device"] == "cuda" and res["kernels"] == "triton", {k: res.get(k) for k in ("device", "kernels")}
     for r in res["rows"]:
         assert "not_applicable" not in r, r
+        assert r["errored"] == 0, conform.could_not_run(res, r)
         assert r["disagreed"] == 0, conform.side_by_side(res, r)
         assert r["scenarios"] == 25
     assert "(on cuda)" in conform.table([res])
