@@ -85,3 +85,31 @@ def test_the_proof_benchmark_counts_only_verdicts_that_cover_depth_20() -> None:
     assert f"{n} of {n} properties proved" in proof.SUMMARY([row])
     timed_out = proof.plain_check("small", 0.01)
     assert timed_out["wall_s"] is None and "no answer" in timed_out["note"]
+
+
+def test_the_sweep_simulator_schedules_jobs_in_order_on_the_first_free_worker() -> None:
+    from bench.sweep import list_schedule
+
+    assert list_schedule([4, 1, 1, 1, 1], 1) == 8
+    assert list_schedule([4, 1, 1, 1, 1], 2) == 4  # the long job on one worker, the four short on the other
+    assert list_schedule([1, 1, 1, 1, 4], 2) == 6  # the long job last: it starts at 2
+    assert list_schedule([1, 1], 2, gap=0.5) == 2.0  # the driver hands out the second job at 0.5
+    assert list_schedule([3, 3, 3], 64) == 3
+
+
+def test_a_recorded_sweep_runs_real_jobs_and_its_simulation_matches_its_own_wall(tmp_path: Path) -> None:
+    """Two real (preset, config) jobs, depth 1, on one process: the record holds both with their
+    verdicts, and the simulator's T(1) for that record is the sum of the jobs plus the gaps."""
+    from bench import sweep
+
+    path = tmp_path / "sweep.jsonl"
+    r = sweep.record(path, ["v0.5.13", "current"], ["small"], 1, 600.0, 1, "bmc", None, str(tmp_path / "out"))
+    assert (r["finished"], r["jobs"]) == (2, 2)
+    rec = sweep.load(path)
+    assert [(j["design"], j["config"]) for j in rec["jobs"]] == [("v0.5.13", "small"), ("current", "small")]
+    assert all("holds to depth" in j["verdicts"] for j in rec["jobs"]), rec["jobs"]
+    rows = {row["workers"]: row for row in sweep.simulate(rec) if row.get("benchmark") == "simulated"}
+    total = sum(j["seconds"] for j in rec["jobs"])
+    assert total <= rows[1]["predicted_s"] + 0.1 and rows[1]["measured_s"] == rec["wall_s"]
+    assert rows[16]["speedup"] <= 2.0  # two jobs cannot go faster than the longer one
+    assert "Predicted at 16 workers" in sweep.SUMMARY(sweep.measured(rec) + sweep.simulate(rec))
