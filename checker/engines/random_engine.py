@@ -5,7 +5,8 @@ the `System` (model/system.py) alone:
 
 * an `@initialize` rule draws one parameter point of the config's explicit bounds (those that
   satisfy `params_ok`) and starts from `System.init`;
-* each action in `System.actions` becomes a `@rule` whose `@precondition` is `System.enabled`;
+* each action in `System.actions` becomes a `@rule`; in a state `System.enabled` refuses (the
+  scheduler stopped) it changes nothing and is not a step: the run is over;
   its body runs `System.step` with an oracle that draws every named choice of the step from
   Hypothesis (`pick_int(name, lo, hi)` -> `integers(lo, hi)`, `pick_bool` -> `booleans()`), so
   Hypothesis explores and shrinks the very choices the other engines enumerate. A draw that an
@@ -133,13 +134,19 @@ def machine_for(system: System, props: list[str], points: list[Params] | None, r
 
         ns["start"] = initialize(data=st.data())(start_drawn)
 
-    for action in system.actions:
+    def started(self: Any) -> bool:
+        return hasattr(self, "state")
 
-        def enabled(self: Any) -> bool:
-            return hasattr(self, "state") and bool(system.enabled(system.ctx(Concrete(), self.params), self.state))
+    for action in system.actions:
 
         def take(self: Any, data: Any, action: str = action) -> None:
             x = system.ctx(Concrete(DrawOracle(data)), self.params)
+            if not bool(system.enabled(x, self.state, action)):
+                # the scheduler stopped (an allocation failure or its assertion): no step leaves this
+                # state, so the run is over; the rule stays available, or Hypothesis raises "no
+                # progress can be made" until the run's step count is used up (a second, `halted`
+                # rule would change every run's draws: the rule choice would cost one)
+                return
             try:
                 nxt = system.step(x, self.state, action)
             except Infeasible:
@@ -150,7 +157,7 @@ def machine_for(system: System, props: list[str], points: list[Params] | None, r
             self.state = nxt
 
         take.__name__ = action
-        ns[action] = precondition(enabled)(rule(data=st.data())(take))
+        ns[action] = precondition(started)(rule(data=st.data())(take))
 
     for name in props:
         prop = PROPERTIES[name]
