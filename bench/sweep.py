@@ -57,10 +57,13 @@ def _one(arg: tuple[int, Any]) -> dict[str, Any]:
     from checker.cli.review import run_job
 
     t0, w0 = time.perf_counter(), time.time()
-    res = run_job(job)
-    verdicts = sorted({r["verdict"] for r in res["results"].values()})
-    return {"i": i, "design": job.side.preset, "config": job.config, "seconds": round(time.perf_counter() - t0, 3),
-            "start": w0, "end": time.time(), "pid": os.getpid(), "verdicts": verdicts}
+    out: dict[str, Any] = {"i": i, "design": job.side.preset, "config": job.config}
+    try:
+        res = run_job(job)
+        out["verdicts"] = sorted({r["verdict"] for r in res["results"].values()})
+    except Exception as e:  # noqa: BLE001 (a job that crashes is recorded as such; the sweep goes on)
+        out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return out | {"seconds": round(time.perf_counter() - t0, 3), "start": w0, "end": time.time(), "pid": os.getpid()}
 
 
 def _interrupt(*_: Any) -> None:
@@ -167,6 +170,7 @@ def simulate(rec: dict[str, Any], workers: tuple[int, ...] = SIM_WORKERS) -> lis
 def measured(rec: dict[str, Any]) -> list[dict[str, Any]]:
     h = rec["head"]
     return [{"benchmark": "recorded sweep", "jobs": h["jobs"], "finished": len(rec["jobs"]),
+             "crashed": sum(1 for j in rec["jobs"] if "error" in j),
              "unfinished": len(rec["unfinished"]), "processes": h["processes"], "cpus": h["cpus"],
              "engine": h["engine"], "depth": h["depth"], "query_timeout_s": h["timeout_s"],
              "wall_s": rec["wall_s"], "sum_of_jobs_s": round(sum(j["seconds"] for j in rec["jobs"]), 1),
