@@ -174,7 +174,8 @@ def measured(rec: dict[str, Any]) -> list[dict[str, Any]]:
              "unfinished": len(rec["unfinished"]), "processes": h["processes"], "cpus": h["cpus"],
              "engine": h["engine"], "depth": h["depth"], "query_timeout_s": h["timeout_s"],
              "wall_s": rec["wall_s"], "sum_of_jobs_s": round(sum(j["seconds"] for j in rec["jobs"]), 1),
-             "measured_speedup": round(sum(j["seconds"] for j in rec["jobs"]) / rec["wall_s"], 2) if rec["wall_s"] else None}]
+             "measured_speedup": round(sum(j["seconds"] for j in rec["jobs"]) / rec["wall_s"], 2)
+             if rec["wall_s"] and not rec["unfinished"] else None}]
 
 
 def run(quick: bool | None = None) -> list[dict[str, Any]]:
@@ -197,14 +198,19 @@ def SUMMARY(rows: list[dict[str, Any]]) -> str:
     s16 = sim.get(16)
     out = [f"- Recorded: {rec['finished']} of {rec['jobs']} (preset, config) jobs ({rec['engine']}, depth {rec['depth']}, "
            f"{rec['query_timeout_s']} s per query) on {rec['processes']} processes ({rec['cpus']} CPUs): "
-           f"{rec['wall_s']} s wall, {rec['sum_of_jobs_s']} s of jobs ({rec['measured_speedup']}x)."]
+           f"{rec['wall_s']} s wall, {rec['sum_of_jobs_s']} s of finished jobs"
+           + (f" ({rec['measured_speedup']}x)." if rec["measured_speedup"] else " (no measured speed-up: the unfinished jobs' time is not in the sum).")]
     p = sim.get(rec["processes"])
     if p and "measured_s" in p:
         out.append(f"- The simulator on the {rec['processes']} processes that ran: {p['predicted_s']} s predicted, "
                    f"{p['measured_s']} s measured ({p['simulated_over_measured']}x).")
+    if rec["unfinished"]:
+        out.append(f"- {rec['unfinished']} jobs did not finish within the record's budget: the simulation below "
+                   "covers the finished jobs only, so it is no prediction for the whole sweep (the unfinished are the "
+                   "longest: with them the longest job, and so the flattening, comes later).")
     if s16:
         ok = s16["efficiency"] >= TARGET_EFFICIENCY
-        out.append(f"- Predicted at 16 workers: {s16['speedup']}x = {s16['efficiency']} N (target >= {TARGET_EFFICIENCY} N: "
+        out.append(f"- {'Finished jobs only: ' if rec['unfinished'] else ''}predicted at 16 workers: {s16['speedup']}x = {s16['efficiency']} N (target >= {TARGET_EFFICIENCY} N: "
                    f"{'met' if ok else 'missed'}); " + ", ".join(f"{n} workers {r['speedup']}x" for n, r in sorted(sim.items()))
                    + f"; the longest job {s16['longest_job']} bounds it.")
     return "\n".join(out)
