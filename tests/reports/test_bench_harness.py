@@ -112,4 +112,4 @@ def test_a_recorded_sweep_runs_real_jobs_and_its_simulation_matches_its_own_wall
     total = sum(j["seconds"] for j in rec["jobs"])
     assert total <= rows[1]["predicted_s"] + 0.1 and rows[1]["measured_s"] == rec["wall_s"]
     assert rows[16]["speedup"] <= 2.0  # two jobs cannot go faster than the longer one
-    assert "Predicted at 16 workers" in sweep.SUMMARY(sweep.measured(rec) + sweep.simulate(rec))
+    assert "predicted at 16 workers: " in sweep.SUMMARY(sweep.measured(rec) + sweep.simulate(rec)).lower()
