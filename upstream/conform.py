@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -183,7 +184,10 @@ def side_by_side(res: dict[str, Any], row: dict[str, Any]) -> str:
 def could_not_run(res: dict[str, Any], row: dict[str, Any]) -> str:
     """A row's errors: how many scenarios raised, the first one and the last line of its traceback."""
     e = row["first_error"]
-    last = [ln for ln in e["error"].strip().splitlines() if ln.strip()][-1:] or ["?"]
+    lines = [ln.strip() for ln in e["error"].replace("\\n", "\n").strip().splitlines() if ln.strip()]
+    # the exception's own line, not the last frame of a native backtrace folded into its message
+    said = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b", ln) or "panicked at" in ln]
+    last = (said or lines)[-1:] or ["?"]
     return (f"could not run: {row['row']} on SGLang {res['version']} vs kvmc {res['design']}: {row['errored']} of "
             f"{row['scenarios']} scenario(s) raised (nothing compared; not a disagreement)\n"
             f"  first: {e['scenario']}\n  {last[0].strip()}")
