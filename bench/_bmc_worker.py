@@ -3,8 +3,9 @@ give it a wall-clock budget (kill it) and still keep every depth it finished.
 
     python -m bench._bmc_worker '{"config": "hybrid_swa", "design": "current", "depth": 20,
                                   "fresh": false, "scale": null, "without": [], "mutants": [],
-                                  "props": null}'
+                                  "props": null, "relative": false}'
 
+`relative`: the BMC's relative-induction pass (checker/engines/bmc.py).
 `scale`: multiply the upper bounds of every token quantity of the config (pools, window, chunk,
 prefill budget, prompt and output lengths, warm prefix) so the pool's upper bound becomes `scale`.
 """
@@ -55,7 +56,7 @@ def main(spec: dict[str, Any]) -> None:
     if spec.get("scale"):
         cfg = scaled(cfg, int(spec["scale"]))
     system = System(cfg, design)
-    bmc = BMC(system, spec.get("props"), fresh_per_depth=bool(spec.get("fresh")))
+    bmc = BMC(system, spec.get("props"), fresh_per_depth=bool(spec.get("fresh")), relative=bool(spec.get("relative")))
     t0 = time.perf_counter()
     c0 = time.process_time()  # CPU seconds: steadier than wall clock on a shared machine
     print(json.dumps({"event": "start", "import_s": t0 - t_import, "bounds": dict(cfg.bounds)}), flush=True)

@@ -18,6 +18,21 @@ finds the same counterexample on every machine. The run's parameters and choices
 query of their own, which z3 answers at once (it is about one run), and the model it gives is
 minimised and re-run like any other: the counterexample is still z3's and still the shortest. A
 seed claims nothing else: the goals it does not break are asked as before, unpinned.
+
+Relative induction (`relative`, off by default: see docs/engines.md): once a depth costs z3
+`RELATIVE_AFTER_WORK` units, each goal is asked once whether ONE step from ANY state where every
+current fact holds (the open properties and the lemmas still in use, the config's bounded
+parameters) can break it. A goal for which that is unsat needs no query at any later depth while the
+facts stay the same: the facts hold at depth t - 1 on every path (they were checked there), so the
+goal holds at t, and it is asserted there as a fact before the other goals are asked. The facts
+include goals the BMC itself established at t - 1 without being inductive (on hybrid_swa
+`residency`, `lemma:private_chains`), which is what k-induction's Houdini cannot use; those stay
+ordinary BMC goals. Each one-step query is capped by z3 work (`RELATIVE_*_RLIMIT`): all goals at
+once, then one by one; a goal that follows at one state from those proved so far is proved too (the
+single-state query of induction's `_consequences`); one with `conjuncts` whose query z3 gave up on
+is split into its first-break cases (checker/engines/substeps.py). A sat or unknown answer only
+leaves the goal to the BMC. When a lemma is dropped or a property settled the fact set changes and
+the pass runs again for the new set (at the next depth that costs enough).
 """
 
 from __future__ import annotations
@@ -30,14 +45,16 @@ import z3
 
 from model.config import Params
 from model.ops import Symbolic
+from model.state import State
 from model.system import System
 from specs.lemmas import LEMMAS
 from specs.properties import PROPERTIES, Property
 
 from checker import interrupt
-from checker.engines.encode import ModelOracle, Unrolling, eval_params, eval_state
+from checker.engines.encode import ModelOracle, Unrolling, _freshen, eval_params, eval_state
 from checker.engines.results import Result
 from checker.engines.shrink import OBJECTIVE_ORDER, shrink
+from checker.engines.substeps import first_break, free_state, term
 from checker.progress import NOW
 from checker.traces.trace import Step, Trace, TraceMismatch, run_concrete
 from checker.verdict import Verdict
@@ -46,6 +63,18 @@ from checker.verdict import Verdict
 Progress = Callable[[int, float, dict[str, str]], None]
 Seeder = Callable[[int, list[str], Callable[[], bool]], Any]  # (depth, open properties, give_up) -> Seed | None
 SEED_AFTER_WORK = 1_000_000  # z3 `rlimit count` units spent on the previous depth (0.36 s: about 3M)
+# Relative induction (module docstring): run once a depth has cost this much z3 work (hybrid_swa's
+# depth 1: 7.5M units, 2 s; its depth 2 then costs 300M+, 60 s, without it), so shallow runs and
+# the known bugs at depth 1-2 on the small configs never pay for it.
+RELATIVE_AFTER_WORK = 5_000_000
+# the caps of the pass's queries, in z3 work (about 5M units/s here). On hybrid_swa the joint query is
+# unknown after 150M (34 s); one goal at a time, 11 goals are unsat in 1-8 s, four in 12-40 s, two
+# are sat (residency, lemma:private_chains: counterexamples to induction, left to the BMC), and
+# conservation is unknown after 300 s whole while its 228 first-break cases are each unsat in at
+# most 18 s (100 s together).
+RELATIVE_JOINT_RLIMIT = 20_000_000
+RELATIVE_GOAL_RLIMIT = 40_000_000
+RELATIVE_CASE_RLIMIT = 100_000_000
 
 
 def _value(v: Any) -> Any:
@@ -78,8 +107,9 @@ class _Abandoned(Exception):
 class BMC:
     def __init__(self, system: System, props: list[str] | None = None, timeout_ms: int = 0, minimize: bool = True,
                  minimize_rounds: int = 12, use_lemmas: bool = True, params: tuple[Any, list[Any]] | None = None,
-                 fresh_per_depth: bool = False, seeder: Seeder | None = None) -> None:
+                 fresh_per_depth: bool = False, seeder: Seeder | None = None, relative: bool = False) -> None:
         self.system = system
+        self.relative = relative  # the relative-induction pass (module docstring); never with `params`
         self.seeder = seeder  # see the module docstring; never with `params` (no bounds to draw from)
         self.fresh_per_depth = fresh_per_depth  # non-incremental baseline for bench/: a new solver each depth
         self.params = params  # (Params, constraints) replacing the config's bounds (induction's base case)
@@ -256,6 +286,9 @@ class _Run:
         self.seed_time = 0.0
         self.seeded: dict[str, int] = {}  # property -> runs the hunt tried, for a seeded counterexample
         self.seed_runs = 0
+        self.inductive: dict[frozenset[str], set[str]] = {}  # fact set -> its goals proved by one step from it
+        self.relative_time = 0.0
+        self.relative_used: dict[str, int] = {}  # goal -> the first depth it was assumed without a query
 
     def rebuild(self) -> None:
         """Go on with a fresh solver holding the same assertions: per depth when measuring
@@ -265,10 +298,10 @@ class _Run:
         self.solver = self.bmc._solver()
         self.solver.add(*kept)
 
-    def check(self) -> Any:
-        """One timed query; `_Abandoned` when the run was told to stop (before it, or as the reason
-        it came back unknown); `Interrupted` after a SIGINT/SIGTERM (an interrupted query is
-        never an answer)."""
+    def check(self, solver: Any = None) -> Any:
+        """One timed query (on the run's solver, or `solver`: the relative-induction pass's);
+        `_Abandoned` when the run was told to stop (before it, or as the reason it came back
+        unknown); `Interrupted` after a SIGINT/SIGTERM (an interrupted query is never an answer)."""
         if self.abandon is not None and self.abandon():
             raise _Abandoned
         interrupt.check()
@@ -279,7 +312,7 @@ class _Run:
             bmc._interrupted = False
         NOW.query_started()
         try:
-            r = self.solver.check()
+            r = (solver if solver is not None else self.solver).check()
         finally:
             NOW.query_ended()
             with bmc._guard:
@@ -324,6 +357,12 @@ class _Run:
         if any(g is False for _, g in goals):
             bad = [n for n, g in goals if g is False]
             raise AssertionError(f"{bad} are false by construction at depth {t}: the property or the model is malformed")
+        assumed = self._relative(t)
+        for n, g in goals:
+            if n in assumed:  # follows from depth t - 1's facts in one step (module docstring)
+                self.solver.add(g)
+                self.relative_used.setdefault(n, t)
+        goals = [(n, g) for n, g in goals if n not in assumed]
         before = self._work()
         failing, unresolved = self._failing(t, goals, self._seed_pins(t))
         after = self._work()
@@ -334,6 +373,28 @@ class _Run:
         self._record(t, failing)
         self._witnesses(t)
         return unresolved
+
+    def _relative(self, t: int) -> set[str]:
+        """The goals that need no query at depth t: those proved, once per fact set, by one step
+        from any state where the facts hold (module docstring). The facts at depth t - 1 are the
+        open properties and the lemmas in use now (a goal that failed or was unknown there has left
+        them)."""
+        bmc = self.bmc
+        if not bmc.relative or bmc.params is not None or t == 0:
+            return set()
+        fns = [(p.name, p.holds) for p in self.open_props] + list(self.lemmas)
+        key = frozenset(n for n, _ in fns)
+        if key not in self.inductive:
+            if self.last_depth_work < RELATIVE_AFTER_WORK:
+                return set()
+            ts = time.perf_counter()
+            NOW.in_phase(f"relative induction: one step from the {len(fns)} facts")
+            try:
+                self.inductive[key] = _OneStep(bmc.system, self.u, fns).proved(self.check)
+            finally:
+                NOW.in_phase(None)
+                self.relative_time += time.perf_counter() - ts
+        return self.inductive[key]
 
     def _work(self) -> int:
         """z3's `rlimit count` on this solver so far (deterministic, unlike its time)."""
@@ -520,7 +581,107 @@ class _Run:
             res.meta["lemmas_dropped"] = list(self.dropped)
             if self.bmc.seeder is not None:
                 res.meta["seed_hunt_s"] = round(self.seed_time, 2)
+            if self.relative_used:  # goal -> first depth it followed from the facts before it, unasked
+                res.meta["relative_induction"] = dict(self.relative_used)
+                res.meta["relative_induction_s"] = round(self.relative_time, 2)
             if res.witness_depth is None and res.verdict is not Verdict.VIOLATED:
                 res.witness_depth = self.witness[res.property]
         return {p.name: self.results[p.name] for p in self.bmc.props}
 
+
+
+class _OneStep:
+    """The relative-induction pass's query (module docstring): the config's bounded parameters, a
+    free state where every fact `fns` holds, one iteration of the model (its checkpoints named, for
+    `first_break`), and each fact read at the state after it as a goal."""
+
+    def __init__(self, system: System, u: Unrolling, fns: list[tuple[str, Any]]) -> None:
+        self.system, self.params = system, u.params
+        s = z3.Solver()
+        s.add(*u.param_cons)
+        xp = system.ctx(Symbolic(0, prefix="rel.params."), u.params)
+        ok = system.params_ok(xp)
+        if ok is not True:
+            s.add(ok)
+        s.add(*xp.ops.constraints)
+        self.pre: State = free_state(system, u.params, "rel")
+        xf = system.ctx(Symbolic(0, prefix="rel.fact."), u.params)
+        for _n, fn in fns:
+            s.add(term(fn(xf, self.pre)))
+        s.add(*xf.ops.constraints)
+        x = system.ctx(Symbolic(0, name_checkpoints=True), u.params)
+        en = system.enabled(x, self.pre)
+        if en is not True:
+            s.add(term(en))
+        nxt = system.step(x, self.pre)
+        cons: list[Any] = []
+        self.post: State = _freshen(nxt, 1, cons, self.pre)
+        s.add(*x.ops.constraints, *cons)
+        self.checkpoints = x.ops.checkpoints
+        # the goal's prefix and step index are first_break's, which re-reads the conjuncts there
+        xg = system.ctx(Symbolic(1, prefix="goal."), u.params)
+        self.goals = {n: term(fn(xg, self.post)) for n, fn in fns}
+        s.add(*xg.ops.constraints)
+        self.solver = s
+        self.param_cons = [*u.param_cons, *([ok] if ok is not True else []), *xp.ops.constraints, *xg.ops.constraints]
+
+    def _unsat(self, check: Callable[[Any], Any], cap: int, *assertions: Any, solver: Any = None) -> Any:
+        s = solver if solver is not None else self.solver
+        s.push()
+        s.add(*assertions)
+        s.set("rlimit", cap)
+        try:
+            return check(s)
+        finally:
+            s.pop()
+
+    def proved(self, check: Callable[[Any], Any]) -> set[str]:
+        """The goals whose one-step query is unsat: all at once, dropping those a model breaks
+        (counterexamples to induction: left to the BMC) until the rest is unsat or z3 gives up;
+        then one by one; then those that follow at the state after the step from the goals proved
+        so far (a single-state query: the proved goals hold there, so whatever they imply does);
+        then the rest by first-break cases. Only unsat answers are used: a sat or unknown one
+        leaves the goal to the BMC."""
+        pending = list(self.goals)
+        while pending:
+            self.solver.push()
+            self.solver.add(z3.Or(*[z3.Not(self.goals[n]) for n in pending]))
+            self.solver.set("rlimit", RELATIVE_JOINT_RLIMIT)
+            r = check(self.solver)
+            broken = []
+            if r == z3.sat:
+                m = self.solver.model()
+                broken = [n for n in pending if z3.is_false(m.eval(self.goals[n], model_completion=True))]
+            self.solver.pop()
+            if r == z3.unsat:
+                return set(pending)
+            if not broken:  # unknown (a sat model always breaks one)
+                break
+            pending = [n for n in pending if n not in broken]
+        out: set[str] = set()
+        hard = []
+        for n in pending:
+            r = self._unsat(check, RELATIVE_GOAL_RLIMIT, z3.Not(self.goals[n]))
+            if r == z3.unsat:
+                out.add(n)
+            elif r == z3.unknown:
+                hard.append(n)
+        if out and hard:
+            one = z3.Solver()  # the state after the step alone, where the goals in `out` hold
+            one.add(*self.param_cons, *[self.goals[n] for n in out])
+            for n in list(hard):
+                if self._unsat(check, RELATIVE_GOAL_RLIMIT, z3.Not(self.goals[n]), solver=one) == z3.unsat:
+                    out.add(n)
+                    hard.remove(n)
+        out |= {n for n in hard if self._by_cases(n, check)}
+        return out
+
+    def _by_cases(self, n: str, check: Callable[[Any], Any]) -> bool:
+        """Whether every first-break case of goal n (checker/engines/substeps.py) is unsat."""
+        prop = PROPERTIES.get(n)
+        if prop is None or prop.conjuncts is None:
+            return False
+        fb = first_break(self.system, self.params, [self.pre, self.post], self.goals[n], self.checkpoints, prop.conjuncts)
+        if fb is None:
+            return False
+        return all(self._unsat(check, RELATIVE_CASE_RLIMIT, c) == z3.unsat for c in fb.cases)
