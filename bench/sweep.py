@@ -122,8 +122,8 @@ def dispatch_gap(jobs_: list[dict[str, Any]]) -> float:
     by_pid: dict[int, list[dict[str, Any]]] = {}
     for j in jobs_:
         by_pid.setdefault(j["pid"], []).append(j)
-    gaps = sorted(max(0.0, b["start"] - a["end"]) for js in by_pid.values()
-                  for a, b in zip(sorted(js, key=lambda j: j["start"]), sorted(js, key=lambda j: j["start"])[1:]))
+    runs = [sorted(js, key=lambda j: j["start"]) for js in by_pid.values()]
+    gaps = sorted(max(0.0, b["start"] - a["end"]) for js in runs for a, b in zip(js, js[1:]))
     return gaps[len(gaps) // 2] if gaps else 0.0
 
 

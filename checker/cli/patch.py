@@ -163,7 +163,7 @@ def agree(design: Any, cfg: Any, samples: list[tuple[Any, Any, dict[str, Any], A
     from model.system import System
 
     from checker.engines.encode import eval_state
-    from checker.engines.induction import free_state
+    from checker.engines.substeps import free_state
     from checker.traces.trace import first_difference
 
     if not samples:

@@ -62,7 +62,8 @@ from specs.properties import PROPERTIES
 from checker.engines.bmc import BMC
 from checker.engines.encode import ModelOracle, Unrolling, _freshen, eval_params, eval_state
 from checker.engines.explicit import Explorer, fair_cycles, readable_key
-from checker.engines.induction import KInduction, free_state, unbounded_params
+from checker.engines.induction import KInduction, unbounded_params
+from checker.engines.substeps import free_state
 from checker.engines.results import ConfigReport, Result
 from checker.engines.shrink import MAX_PASSES, OBJECTIVE_ORDER, PinnedOracle, _candidates, _coordinates, _with
 from checker.traces.trace import Step, Trace, TraceMismatch, run_concrete

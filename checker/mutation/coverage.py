@@ -27,7 +27,8 @@ def covered_lines(config: str, design: str = "current") -> frozenset[tuple[str, 
     from model.system import System
     from specs.configs import CONFIGS
 
-    from checker.engines.induction import free_state, unbounded_params
+    from checker.engines.induction import unbounded_params
+    from checker.engines.substeps import free_state
 
     system = System(CONFIGS[config], PRESETS[design])
     params, _ = unbounded_params(system)

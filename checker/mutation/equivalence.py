@@ -35,7 +35,8 @@ from model.system import System
 from specs.configs import CONFIGS
 from specs.lemmas import LEMMAS
 
-from checker.engines.induction import _parameter_solver, free_state
+from checker.engines.induction import _parameter_solver
+from checker.engines.substeps import free_state
 
 
 class _Plain(Symbolic):

@@ -159,7 +159,7 @@ def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:
     from model.system import System
     from specs.configs import CONFIGS
 
-    from checker.engines.induction import free_state
+    from checker.engines.substeps import free_state
     from checker.mutation.equivalence import _flat, step_terms, unbounded
 
     system = System(CONFIGS[config], design)
