@@ -118,7 +118,8 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
         how = sorted({e["how"] for e in eqs})
         return dict(status="equivalent", equivalence=eqs,
                     evidence=f"the step equals the model's on {', '.join(configs)} ({' and '.join(how)})")
-    exhausted = {s["config"] for s in searched if s["engine"] == "explicit" and s.get("exhausted")}
+    # (config, point): the explicit search saw every reachable state of that one point (None: of all)
+    exhausted = {(s["config"], s.get("point")) for s in searched if s["engine"] == "explicit" and s.get("exhausted")}
     div = None
     t_div = time.perf_counter()
     for i, c in enumerate(configs):  # cheapest first; the time split over what is left
@@ -130,7 +131,8 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
         if d.get("found"):
             div = dict(d, config=c)
             break
-    depths = "; ".join(f"{s['engine']} on {s['config']} to depth {s['depth']}"
+    depths = "; ".join(f"{s['engine']} on {s['config']}"
+                       + (f" point {s['point']}" if s.get("point") is not None else "") + f" to depth {s['depth']}"
                        + (" (every reachable state of its points)" if s.get("exhausted") else "") for s in searched)
     lemmas = sorted({f"{d} on {s['config']}" for s in searched for d in s.get("lemmas_dropped") or []})
     if lemmas:  # `kvmc check` reports these as findings: a fact of the model the mutant breaks
@@ -153,7 +155,7 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
         where = (f"on {div['config']}, parameter point {div['point']}, at depth {div['depth']} ({div['note']}"
                  + (f"; fields {', '.join(f'{k}: {a} -> {b}' for k, (a, b) in div['fields'].items())}" if div.get("fields")
                     else "") + ")")
-        if div["config"] in exhausted:
+        if (div["config"], None) in exhausted or (div["config"], div.get("point")) in exhausted:
             return dict(status="survived", gap="property gap", equivalence=eqs, divergence=div,
                         evidence=f"diverges {where}, and the mutant's explicit search saw every reachable state of "
                                  f"those points without a property failing")

@@ -1,19 +1,31 @@
 """Running kvmc's own engines on one mutant, in a process of its own, within a time budget.
 
 For a mutant (checker/mutation/operators.py) and the configs whose step executes its line
-(checker/mutation/coverage.py), cheapest config first (by the model's own explicit search time):
+(checker/mutation/coverage.py):
 
 1. relevance, config by config: whether the mutant's step builds other terms than the model's
    from the free state (where it builds the same, it is the same step, nothing can kill it there,
-   and no engine looks); then, where it differs, the explicit engine (checker/engines/explicit.py),
-   breadth first over the config's parameter points (`param_points`), each config with a share of
-   the budget;
-2. where every config builds the model's terms, the mutant is `equivalent` at once;
-3. random runs drawn over each relevant config's full symbolic bounds (the random engine's wide
+   and no engine looks); where every config builds the model's terms, the mutant is `equivalent`
+   at once;
+2. aim: on each config where it differs, where the mutant first behaves differently from the
+   model on a reachable state of the explicit points (checker/mutation/diff.py `divergence`, a
+   share of the budget). The engines' time goes to the configs where it diverges, shallowest
+   divergence first; a config where it provably does not (every reachable state of the points to
+   the explicit depth compared) gets no explicit search, since the mutant's reachable states there
+   are the model's; configs whose probe ran out of time come after the diverging ones;
+3. the explicit engine (checker/engines/explicit.py): first the parameter point where the mutant
+   diverges, alone and deeper (`FOCUS_DEPTH`), then breadth first over the config's parameter
+   points (`param_points`), each config with a share of the budget;
+4. random runs drawn over each relevant config's full symbolic bounds (the random engine's wide
    machine, deeper than the explicit search goes);
-4. BMC (checker/engines/bmc.py, with the lemmas and the random engine's seed hunt, no proof, no
+5. BMC (checker/engines/bmc.py, with the lemmas and the random engine's seed hunt, no proof, no
    minimisation) on the full symbolic bounds, the rest of the budget split between the relevant
    configs, each run abandoned at its deadline.
+
+Before this aim (measured at c109011, docs/mutants.md), the explicit time was split evenly over
+every config running the line, cheapest first: a mutant of a transition every config runs got 4-5 s
+per config, and `retract_decode`'s two retraction mutants, killed at depth 5 on `pressure` in 39 s
+when searched there, survived at depth 1.
 
 The first violation of a property kills the mutant, if the model itself holds it: the baseline
 runs the model's explicit search (a violation there stops the run), and a kill by BMC or random
@@ -43,6 +55,9 @@ from typing import Any, Callable
 EXPLICIT_DEPTH = 8
 BMC_DEPTH = 10
 EXPLICIT_SHARE = 0.4  # of the budget, over all configs; random and BMC get the rest
+AIM_SHARE = 0.1  # of the budget, for the divergence probes (step 2), over the configs where the step differs
+FOCUS_DEPTH = 12  # the explicit search of the one point where the mutant diverges goes this deep
+FOCUS_SHARE = 0.5  # of a diverging config's explicit time, for that point alone
 RANDOM_SHARE = 0.25  # of what is left after the explicit search, per config (BMC gets the rest)
 RANDOM_DEPTH = 8
 RANDOM_EXAMPLES = 400
@@ -76,6 +91,26 @@ class Search:
     states: int = 0
     stopped: str = ""
     lemmas_dropped: list[str] = field(default_factory=list)  # bmc: lemmas that failed ("name@depth")
+    point: int | None = None  # explicit: the one parameter point searched (the divergence's), else all
+
+
+@dataclass
+class Aim:
+    """Where the mutant's step first differs from the model's on a config's explicit points
+    (diff.py `divergence`): `diverges` at `point` (index into `param_points`), `depth`; or
+    `same` (no difference on every reachable state of the points to `EXPLICIT_DEPTH`: no explicit
+    search can kill it there), or neither (the probe ran out of time)."""
+
+    config: str
+    diverges: bool
+    same: bool
+    depth: int
+    point: int | None = None
+    seconds: float = 0.0
+    note: str = ""
+
+    def rank(self) -> tuple[int, int]:
+        return (0, self.depth) if self.diverges else (2, 0) if self.same else (1, 0)
 
 
 @dataclass
@@ -265,22 +300,54 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
         return False
 
     try:
-        # 1. explicit, breadth first over the parameter points, each config with a share of the
-        # time (its own baseline time, a few times over, when that is less); first a config's
-        # relevance (its step's terms, a second at most), cheap next to its search
-        for i, c in enumerate(order):
+        # 1. relevance (its step's terms, a second at most per config)
+        for c in order:
             tell(dict(engine="relevance", config=c))
-            if not differs(c):
-                continue
+            differs(c)
+        # 2. aim: where the mutant diverges, shallowest first (the engines' time goes there)
+        # in rounds, each probe's time doubled, so a shallow divergence anywhere is found first and
+        # a deep one (pressure's retraction loop: depth 5, 7 s) still gets time
+        aims: dict[str, Aim] = {}
+        probe = [c for c in order if c not in same and c not in raised and c in baselines]
+        aim_until = time.perf_counter() + budget_s * AIM_SHARE
+        limit = 1.0
+        while probe and aim_until - time.perf_counter() >= 1.0:
+            for c in list(probe):
+                t = min(limit, aim_until - time.perf_counter())
+                if t < 0.5:
+                    break
+                tell(dict(engine="divergence", config=c))
+                aims[c] = aim(c, design, t)
+                if aims[c].diverges or aims[c].same:
+                    probe.remove(c)
+            limit *= 2
+        order.sort(key=lambda c: aims[c].rank() if c in aims else (1, 0))  # stable: cheapest first within a rank
+        # 3. explicit: the diverging point alone and deeper, then breadth first over the parameter
+        # points, each config with a share of the time (its own baseline time, a few times over,
+        # when that is less); none where the mutant's reachable states are the model's
+        explicit = [c for c in order if c not in same and not (c in aims and aims[c].same)]
+        for i, c in enumerate(explicit):
             base = baselines.get(c)
-            share = left() * EXPLICIT_SHARE / (len(order) - i)
+            share = left() * EXPLICIT_SHARE / (len(explicit) - i)
+            a = aims.get(c)
+            system = System(CONFIGS[c], design)
+            points = explicit_points(system)
+            if a is not None and a.diverges and a.point is not None and a.point < len(points) and share >= 2:
+                tell(dict(engine="explicit", config=c, point=a.point))
+                until = time.perf_counter() + share * FOCUS_SHARE
+                s = Explorer(system, None, points=[points[a.point]], time_limit_s=share * FOCUS_SHARE).run(
+                    FOCUS_DEPTH, keep_going=False)
+                searched.append(Search("explicit", c, s.depth_reached, time.perf_counter() - t0, s.exhausted_at is not None,
+                                       1, s.distinct_states, s.stopped, point=a.point))
+                for p, r in s.results.items():
+                    if r.verdict is Verdict.VIOLATED and p in props_on(c) and model_holds_at(c, points[a.point], p, r.depth, base):
+                        return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
+                share = max(0.0, share - share * FOCUS_SHARE - max(0.0, time.perf_counter() - until))
             if base is not None:
                 share = min(share, 3 * base.seconds + 5)
             if share < 1:
                 continue
             tell(dict(engine="explicit", config=c))
-            system = System(CONFIGS[c], design)
-            points = explicit_points(system)
             spread = False
             if base is not None and not base.exhausted and base.depth < EXPLICIT_DEPTH and len(points) > SAMPLE_POINTS:
                 # the model's own search did not get deep on every point: a spread of them gets deeper
@@ -299,8 +366,8 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                 w = None if spread else witness_of(c, p)
                 if w is not None and r.witness_depth is None and (exhausted or s.depth_reached >= w):
                     return done(Kill("explicit", c, p, "vacuous", s.depth_reached, time.perf_counter() - t0), "killed")
-        # 2. where the mutant's step differs at all (elsewhere nothing can kill it), and there
-        # 3. random runs over the full symbolic bounds; then 4. BMC, the rest of the time split
+        # where the mutant's step differs at all (elsewhere nothing can kill it), diverging configs
+        # first: 4. random runs over the full symbolic bounds; then 5. BMC, the rest of the time split
         live: list[str] = []
         checked = 0
         for i, c in enumerate(order):
@@ -375,6 +442,35 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
             raise
         return done(None, "invalid", error=f"{type(e).__name__}: {e}"[:300], where=where)
     return done(None, "survived", live=live)
+
+
+def model_holds_at(config: str, point: Any, prop: str, depth: int, base: Baseline | None) -> bool:
+    """Does the model hold `prop` at parameter `point` of `config` to `depth`? The baseline says
+    so to the depth its search reached (it stops the run on any violation); deeper, the model's
+    own explicit search of that one point answers (the focused search goes past the baseline)."""
+    from model.designs import PRESETS
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    from checker.engines.explicit import Explorer
+    from checker.verdict import Verdict
+
+    if base is not None and (base.exhausted or depth <= base.depth):
+        return True
+    search = Explorer(System(CONFIGS[config], PRESETS["current"]), [prop], points=[point]).run(depth, keep_going=False)
+    return search.results[prop].verdict is not Verdict.VIOLATED
+
+
+def aim(config: str, design: Any, time_limit_s: float) -> Aim:
+    """Where `design` first diverges from the model on `config`'s explicit points (diff.py)."""
+    from model.designs import PRESETS
+
+    from checker.mutation.diff import divergence
+
+    t0 = time.perf_counter()
+    d = divergence(config, PRESETS["current"], design, time_limit_s, max_depth=EXPLICIT_DEPTH)
+    same = not d["found"] and (d.get("complete", False) or d["depth"] >= EXPLICIT_DEPTH)
+    return Aim(config, bool(d["found"]), same, d["depth"], d.get("point"), time.perf_counter() - t0, d.get("note", ""))
 
 
 def _child(conn: Any, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> None:

@@ -19,9 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from checker.engines.explicit import Explorer
 from checker.mutation.mutate import select, summary
 from checker.mutation.operators import OPERATORS, compile_mutant, design_for, find, generate, parse_id
+from checker.verdict import Verdict
+from model.system import System
 from model.transition import REGISTRY
+from specs.configs import CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,3 +201,27 @@ def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch)
     assert o.status == "killed" and o.kill is not None and o.kill["property"] == "conservation", (o, said)
     assert o.excluded == {"hybrid_swa": ["prompt_prefilled"]}
     assert any("prompt_prefilled on hybrid_swa: the model violates it at depth 1" in s for s in said), said
+
+
+def test_the_hunt_aims_at_the_point_where_the_mutant_diverges() -> None:
+    """`runner.aim` (the hunt's step 2): where a mutant first behaves differently from the model on
+    the explicit points, so the engines' time goes there; and where it provably does not, no
+    explicit search is spent. Dropping the re-check after a retraction diverges only where the
+    retraction loop runs, on `pressure` at depth 5: the explicit search of that one point, deeper
+    than the even split over eleven configs reached, kills it (the model holds the property there)."""
+    from checker.mutation.runner import FOCUS_DEPTH, aim, explicit_points, model_holds_at
+
+    page = aim("hybrid_swa_page4", design_for(find("insert", "ceilfloor", "x.ceil_page(x.p.sliding_window_size)")), 120)
+    assert page.diverges and not page.same and page.depth == 1 and page.point is not None, page
+    # negating who gets one page of slack in the eviction amount changes no reachable state of paged
+    slack = aim("paged", design_for(find("alloc_for_extend", "negate", "x.ite(batch[r], 1, 0)")), 120)
+    assert slack.same and not slack.diverges, slack
+    m = find("retract_decode", "drop", "s, fits = x.branch(going, lambda: check_decode_mem(x, s, kept, 'check'), "
+                                       "lambda: (s, True))")
+    a = aim("pressure", design_for(m), 120)
+    assert a.diverges and a.depth == 5 and a.point is not None, a
+    system = System(CONFIGS["pressure"], design_for(m))
+    point = explicit_points(system)[a.point]
+    r = Explorer(system, ["retract_only_when_short"], points=[point]).run(FOCUS_DEPTH, keep_going=False).results
+    assert r["retract_only_when_short"].verdict is Verdict.VIOLATED, r["retract_only_when_short"].words()
+    assert model_holds_at("pressure", point, "retract_only_when_short", r["retract_only_when_short"].depth, None)
