@@ -39,6 +39,8 @@ from checker.mutation.operators import OPERATORS, Mutant, generate
 DEFAULT_BUDGET_S = 300.0
 EQUIV_TIMEOUT_S = 60.0
 DIVERGENCE_S = 60.0
+FINDINGS_DEPTH = 1  # the model's own violations looked for before the hunt (prompt_prefilled is at depth 1)
+FINDINGS_S = 60.0
 
 
 @dataclass
@@ -197,6 +199,27 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
             raise RuntimeError(f"the model itself violates {baselines[c].violated} on {c}: fix the model before "
                                "measuring the checker with mutants")
     todo = [o for o in outcomes if o.status == "pending"]
+    # what the model itself breaks at the first steps of each config's full bounds, known before
+    # the hunt (the check after it, below, covers deeper kills)
+    hunted_in = sorted({c for o in todo for c in o.configs}, key=configs.index)
+
+    held: dict[tuple[str, str], int] = {}  # (config, property) -> depth the model holds it to
+
+    def found(j: runner.Job) -> None:
+        from specs.properties import PROPERTIES
+
+        r = j.result or {}
+        for p in PROPERTIES:
+            if p not in (r.get("violated") or {}) and r.get("reached", -1) >= 0:
+                held[(j.key, p)] = r["reached"]
+        for p, d in (r.get("violated") or {}).items():
+            baselines[j.key].model_violates[p] = f"the model violates it at depth {d} (BMC)"
+            say(f"model check: {p} on {j.key}: the model violates it at depth {d} (BMC); kills by it there do not count")
+
+    if todo:
+        say(f"model check: the model's BMC to depth {FINDINGS_DEPTH} on {len(hunted_in)} config(s)")
+        runner.run_jobs([runner.Job(c, runner.model_findings, (c, FINDINGS_DEPTH, min(FINDINGS_S, budget_s)),
+                                    min(FINDINGS_S, budget_s)) for c in hunted_in], workers, found)
     by_id = {o.mutant.id: o for o in todo}
     count = [0]
 
@@ -219,7 +242,6 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
     # a kill on the full bounds (BMC, random runs) counts only if the model holds that property
     # there to that depth (runner.model_check, once per config and property); the mutants whose
     # kill the model shares are checked again without that property on that config
-    held: dict[tuple[str, str], int] = {}  # (config, property) -> depth the model holds it to
     for _round in range(3):
         need: dict[tuple[str, str], int] = {}
         for o in todo:

@@ -32,7 +32,9 @@ runs the model's explicit search (a violation there stops the run), and a kill b
 runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth
 (`model_check`; checker/mutation/mutate.py runs it once per config and property, and checks the
 mutants again without a property the model breaks, such as the `prompt_prefilled` finding on
-`hybrid_swa` at depth 1). So does a property left vacuous where the model meets its witness: the explicit
+`hybrid_swa` at depth 1). What the model breaks in its first step (`model_findings`, a BMC of every
+property to depth 1 per config) is known before any mutant is hunted: at c109011 six of thirteen
+survivors' hunts ended in a `prompt_prefilled` kill at depth 1 that had to be refused and hunted again. So does a property left vacuous where the model meets its witness: the explicit
 search reached or exhausted the depth of the model's witness without meeting it (`kvmc check`
 would exit 3, inconclusive, instead of 0). A mutant whose step raises a Python error is
 `invalid` (every engine stops on the error; no property is needed to see it) and is left out of
@@ -186,6 +188,38 @@ def model_check(config: str, prop: str, depth: int, time_limit_s: float,
         timer.cancel()
     r = res.get(prop)
     return dict(violated=r.depth if r is not None and r.verdict is Verdict.VIOLATED else None, reached=reached[0])
+
+
+def model_findings(config: str, depth: int, time_limit_s: float,
+                   tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """Every property the model itself violates on `config`'s full bounds within `depth` (BMC,
+    all properties at once): known before the hunt, such a property kills no mutant there, so no
+    mutant's budget is spent on a kill the model shares (prompt_prefilled on hybrid_swa and
+    hybrid_swa_hicache at depth 1, findings #1). Returns `violated` {property: depth}, `reached`."""
+    from model.designs import PRESETS
+    from model.system import System
+    from specs.configs import CONFIGS
+    from specs.properties import PROPERTIES
+
+    from checker.engines.bmc import BMC
+    from checker.verdict import Verdict
+
+    tell(dict(engine="model bmc", config=config))
+    bmc = BMC(System(CONFIGS[config], PRESETS["current"]), list(PROPERTIES), minimize=False)
+    until = time.perf_counter() + time_limit_s
+    timer = threading.Timer(time_limit_s, bmc.interrupt_check)
+    timer.daemon = True
+    timer.start()
+    reached = [-1]
+
+    def progress(t: int, el: float, st: dict[str, str]) -> None:
+        reached[0] = t
+
+    try:
+        res = bmc.run(depth, progress=progress, abandon=lambda: time.perf_counter() >= until)
+    finally:
+        timer.cancel()
+    return dict(violated={p: r.depth for p, r in res.items() if r.verdict is Verdict.VIOLATED}, reached=reached[0])
 
 
 def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:

@@ -186,19 +186,25 @@ def _fake_hunt(mid: str, configs: list[str], budget_s: float, baselines: dict, t
                 kill=dict(engine=engine, config="hybrid_swa", property=prop, how="violated", depth=1, seconds=1.0))
 
 
-def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model itself violates prompt_prefilled on hybrid_swa at depth 1 (docs/findings.md #1):
-    a mutant's BMC kill by it is checked against the model (a real BMC of the model), refused, and
-    the mutant checked again without that property there."""
+@pytest.mark.parametrize("before_depth,hunts", [(0, 2), (1, 1)], ids=["after_the_hunt", "before_the_hunt"])
+def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch, before_depth: int, hunts: int) -> None:
+    """The model itself violates prompt_prefilled on hybrid_swa at depth 1 (docs/findings.md #1).
+    Looked for before the hunt (the model's BMC to `FINDINGS_DEPTH`, real), it is known at once and
+    the mutant is hunted once without it; not looked for (depth 0), a mutant's BMC kill by it is
+    checked against the model after the hunt (a real BMC of the model), refused, and the mutant
+    hunted again without that property there."""
     from checker.mutation import mutate as mm
     from checker.mutation import runner
 
     monkeypatch.setattr(runner, "baseline", lambda c, t: runner.Baseline(c, {}, [], 0, True))
     monkeypatch.setattr(runner, "hunt", _fake_hunt)
+    monkeypatch.setattr(mm, "FINDINGS_DEPTH", before_depth)
     m = next(m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop")
     said: list[str] = []
     (o,) = mm.mutate([m], ["hybrid_swa"], budget_s=120, progress=said.append)
     assert o.status == "killed" and o.kill is not None and o.kill["property"] == "conservation", (o, said)
+    # each hunt (in a process of its own) says "[k/n] id: ..." when it ends
+    assert sum(f"] {m.id}: killed" in line for line in said) == hunts, said
     assert o.excluded == {"hybrid_swa": ["prompt_prefilled"]}
     assert any("prompt_prefilled on hybrid_swa: the model violates it at depth 1" in s for s in said), said
 
