@@ -240,14 +240,22 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
     jobs = [runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines), budget_s) for o in todo]
     runner.run_jobs(jobs, workers, hunted)
     # a kill on the full bounds (BMC, random runs) counts only if the model holds that property
-    # there to that depth (runner.model_check, once per config and property); the mutants whose
-    # kill the model shares are checked again without that property on that config
+    # there to that depth (runner.model_check, once per config and property), or, where that BMC
+    # cannot reach the depth and found no violation, on the kill's own instance (runner.confirm_at:
+    # the model's explicit search of the counterexample's parameters to its depth); the mutants
+    # whose kill the model shares, or that neither check confirms, are checked again without that
+    # property on that config
+    def unconfirmed(o: Outcome) -> bool:
+        k = o.kill
+        return bool(o.status == "killed" and k and k["engine"] in ("bmc", "random") and k["how"] == "violated"
+                    and not k.get("confirmed"))
+
     for _round in range(3):
         need: dict[tuple[str, str], int] = {}
+        unfinished: dict[tuple[str, str], str] = {}
         for o in todo:
             k = o.kill
-            if o.status == "killed" and k and k["engine"] in ("bmc", "random") and k["how"] == "violated" \
-                    and held.get((k["config"], k["property"]), -1) < k["depth"]:
+            if unconfirmed(o) and k and held.get((k["config"], k["property"]), -1) < k["depth"]:
                 key = (k["config"], k["property"])
                 need[key] = max(need.get(key, 0), k["depth"])
         if not need:
@@ -263,13 +271,36 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
                 held[(c, p)] = d
                 return
             else:
-                baselines[c].model_violates[p] = (f"the model's BMC did not finish depth {d} in the time "
-                                                  f"({r.get('stopped') or r.get('error') or 'reached ' + str(r.get('reached'))})")
+                unfinished[(c, p)] = (f"the model's BMC did not finish depth {d} in the time "
+                                      f"({r.get('stopped') or r.get('error') or 'reached ' + str(r.get('reached'))})")
+                say(f"model check: {p} on {c}: {unfinished[(c, p)]}; each kill by it there is checked on its own instance")
+                return
             say(f"model check: {p} on {c}: {baselines[c].model_violates[p]}; kills by it there do not count")
 
         runner.run_jobs([runner.Job(f"{c}/{p}", runner.model_check, (c, p, d, budget_s), budget_s)
                          for (c, p), d in need.items()], workers, checked)
-        redo = [o for o in todo if o.status == "killed" and o.kill and o.kill["engine"] in ("bmc", "random")
+        at = [o for o in todo if unconfirmed(o) and o.kill and (o.kill["config"], o.kill["property"]) in unfinished
+              and o.kill.get("point")]
+
+        def confirmed(j: runner.Job) -> None:
+            o = by_id[j.key]
+            k = o.kill or {}
+            if (j.result or {}).get("holds"):
+                k["confirmed"] = (f"the model holds {k['property']} on the kill's instance to depth {k['depth']} "
+                                  "(its explicit search of those parameters)")
+            say(f"model check: {o.mutant.id}'s kill ({k['property']} on {k['config']}, depth {k['depth']}) "
+                + ("confirmed on its instance" if k.get("confirmed") else "not confirmed on its instance")
+                + f" ({(j.result or {}).get('stopped') or 'explicit search of the model'})")
+
+        runner.run_jobs([runner.Job(o.mutant.id, runner.confirm_at, (o.kill["config"], o.kill["point"], o.kill["property"],
+                                                                     o.kill["depth"], budget_s), budget_s)
+                         for o in at if o.kill], workers, confirmed)
+        for (c, p), why in unfinished.items():
+            if any(unconfirmed(o) and o.kill and (o.kill["config"], o.kill["property"]) == (c, p) for o in todo):
+                baselines[c].model_violates[p] = why
+                say(f"model check: {p} on {c}: {why}, and a kill by it is not confirmed on its instance; "
+                    "kills by it there do not count")
+        redo = [o for o in todo if unconfirmed(o) and o.kill
                 and o.kill["property"] in baselines[o.kill["config"]].model_violates]
         if not redo:
             break

@@ -29,8 +29,10 @@ when searched there, survived at depth 1.
 
 The first violation of a property kills the mutant, if the model itself holds it: the baseline
 runs the model's explicit search (a violation there stops the run), and a kill by BMC or random
-runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth
-(`model_check`; checker/mutation/mutate.py runs it once per config and property, and checks the
+runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth,
+or, where that BMC cannot reach the depth in the time and finds no violation, by the model's
+explicit search of the kill's own parameters to its depth (`confirm_at`: the mutant's
+counterexample is not the model's behaviour there) (`model_check`; checker/mutation/mutate.py runs it once per config and property, and checks the
 mutants again without a property the model breaks, such as the `prompt_prefilled` finding on
 `hybrid_swa` at depth 1). What the model breaks in its first step (`model_findings`, a BMC of every
 property to depth 1 per config) is known before any mutant is hunted: at c109011 six of thirteen
@@ -75,6 +77,7 @@ class Kill:
     how: str  # "violated" | "vacuous"
     depth: int
     seconds: float  # since the mutant's run began
+    point: dict[str, Any] | None = None  # the counterexample's parameters (random and BMC kills)
 
     def words(self) -> str:
         what = f"{self.property} {self.how}" + (f" at depth {self.depth}" if self.how == "violated" else
@@ -257,7 +260,7 @@ def _in_model(e: BaseException) -> str:
 
 
 def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples: int,
-                 props: list[str] | None = None) -> tuple[str, int] | None:
+                 props: list[str] | None = None) -> tuple[str, int, dict[str, Any]] | None:
     """Random runs drawn over the config's symbolic bounds (the random engine's wide machine);
     the first property a run breaks, and after how many steps."""
     from specs.properties import PROPERTIES
@@ -270,8 +273,8 @@ def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples:
     _run_machine(machine, examples, depth, (Phase.explicit, Phase.reuse, Phase.generate))
     if not rec.failures:
         return None
-    prop, (n, _p, _a) = min(rec.failures.items(), key=lambda kv: kv[1][0])
-    return prop, n
+    prop, (n, params, _a) = min(rec.failures.items(), key=lambda kv: kv[1][0])
+    return prop, n, params.as_dict()
 
 
 def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Baseline],
@@ -427,7 +430,7 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                 hit = None  # Hypothesis refused the run (a flaky draw): the other engines still look
             searched.append(Search("random", c, RANDOM_DEPTH, time.perf_counter() - t0))
             if hit is not None:
-                return done(Kill("random", c, hit[0], "violated", hit[1], time.perf_counter() - t0), "killed")
+                return done(Kill("random", c, hit[0], "violated", hit[1], time.perf_counter() - t0, hit[2]), "killed")
         if not live and checked == len(order):
             return done(None, "equivalent", evidence=f"its step builds the model's very terms on {', '.join(order)}")
         for i, c in enumerate(live):
@@ -465,7 +468,8 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                                    lemmas_dropped=[d.split(":", 1)[-1] for d in bmc.dropped]))
             for p, r in res.items():
                 if r.verdict is Verdict.VIOLATED:
-                    return done(Kill("bmc", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
+                    return done(Kill("bmc", c, p, "violated", r.depth, time.perf_counter() - t0,
+                                     r.trace.params.as_dict() if r.trace is not None else None), "killed")
             for p, r in res.items():
                 w = witness_of(c, p)
                 if r.verdict is Verdict.VACUOUS and w is not None and reached[0] >= w:
@@ -478,10 +482,12 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
     return done(None, "survived", live=live)
 
 
-def model_holds_at(config: str, point: Any, prop: str, depth: int, base: Baseline | None) -> bool:
+def model_holds_at(config: str, point: Any, prop: str, depth: int, base: Baseline | None,
+                   time_limit_s: float = 0.0) -> bool:
     """Does the model hold `prop` at parameter `point` of `config` to `depth`? The baseline says
     so to the depth its search reached (it stops the run on any violation); deeper, the model's
-    own explicit search of that one point answers (the focused search goes past the baseline)."""
+    own explicit search of that one point answers (the focused search goes past the baseline), on
+    every reachable state to `depth`: a search stopped by `time_limit_s` before it says no."""
     from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS
@@ -491,8 +497,22 @@ def model_holds_at(config: str, point: Any, prop: str, depth: int, base: Baselin
 
     if base is not None and (base.exhausted or depth <= base.depth):
         return True
-    search = Explorer(System(CONFIGS[config], PRESETS["current"]), [prop], points=[point]).run(depth, keep_going=False)
-    return search.results[prop].verdict is not Verdict.VIOLATED
+    search = Explorer(System(CONFIGS[config], PRESETS["current"]), [prop], points=[point],
+                      time_limit_s=time_limit_s).run(depth, keep_going=False)
+    return search.results[prop].verdict is not Verdict.VIOLATED and (
+        search.depth_reached >= depth or search.exhausted_at is not None)
+
+
+def confirm_at(config: str, point: dict[str, Any], prop: str, depth: int, time_limit_s: float,
+               tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """A kill on the full bounds whose depth the model's BMC cannot reach there: does the model
+    hold `prop` on the kill's own instance (its parameters) to the kill's depth? Then the mutant's
+    counterexample is not the model's behaviour (`model_holds_at`)."""
+    from model.config import Params
+
+    tell(dict(engine="model explicit", config=config))
+    return dict(holds=model_holds_at(config, Params(**{k: tuple(v) if isinstance(v, list) else v for k, v in point.items()}),
+                                     prop, depth, None, time_limit_s))
 
 
 def aim(config: str, design: Any, time_limit_s: float) -> Aim:

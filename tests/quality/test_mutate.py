@@ -231,3 +231,50 @@ def test_the_hunt_aims_at_the_point_where_the_mutant_diverges() -> None:
     r = Explorer(system, ["retract_only_when_short"], points=[point]).run(FOCUS_DEPTH, keep_going=False).results
     assert r["retract_only_when_short"].verdict is Verdict.VIOLATED, r["retract_only_when_short"].words()
     assert model_holds_at("pressure", point, "retract_only_when_short", r["retract_only_when_short"].depth, None)
+
+
+def _point_of_model_violation(config: str, prop: str) -> dict:  # type: ignore[type-arg]
+    """The parameters of the model's own counterexample to `prop` on `config` (BMC)."""
+    from checker.engines.bmc import BMC
+    from model.designs import PRESETS
+
+    r = BMC(System(CONFIGS[config], PRESETS["current"]), [prop], minimize=False).run(2, stop_on_violation=True)[prop]
+    assert r.verdict is Verdict.VIOLATED and r.trace is not None, r.words()
+    return r.trace.params.as_dict()
+
+
+def test_a_kill_past_the_models_bmc_is_confirmed_on_its_own_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the model's BMC cannot reach a random or BMC kill's depth (faked here: it reaches 0),
+    the kill counts only if the model holds the property on the kill's own parameters to that depth
+    (`runner.confirm_at`, a real explicit search of the model). A conservation kill on `small`
+    is confirmed; a prompt_prefilled kill on `hybrid_swa` at the model's own counterexample is not,
+    and that mutant is hunted again without it."""
+    from checker.mutation import mutate as mm
+    from checker.mutation import runner
+    from model.config import concrete_params
+
+    small_point = concrete_params(CONFIGS["small"]).as_dict()
+    bad_point = _point_of_model_violation("hybrid_swa", "prompt_prefilled")
+
+    def hunt(mid: str, configs: list, budget_s: float, baselines: dict, tell=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
+        if configs == ["small"]:
+            k = dict(engine="random", config="small", property="conservation", how="violated", depth=2, seconds=1.0,
+                     point=small_point)
+        elif "prompt_prefilled" not in baselines["hybrid_swa"].model_violates:
+            k = dict(engine="random", config="hybrid_swa", property="prompt_prefilled", how="violated", depth=1,
+                     seconds=1.0, point=bad_point)
+        else:
+            k = dict(engine="explicit", config="hybrid_swa", property="conservation", how="violated", depth=1, seconds=1.0)
+        return dict(status="killed", searched=[], seconds=1.0, kill=k)
+
+    monkeypatch.setattr(runner, "baseline", lambda c, t: runner.Baseline(c, {}, [], 0, True))
+    monkeypatch.setattr(runner, "hunt", hunt)
+    monkeypatch.setattr(runner, "model_check", lambda c, p, d, t, tell=None: dict(violated=None, reached=0))
+    monkeypatch.setattr(mm, "FINDINGS_DEPTH", 0)
+    ms = [m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop"][:1]
+    said: list[str] = []
+    (o,) = mm.mutate(ms, ["small"], budget_s=120, progress=said.append)
+    assert o.status == "killed" and o.kill and o.kill["confirmed"], (o, said)
+    (o,) = mm.mutate(ms, ["hybrid_swa"], budget_s=120, progress=said.append)
+    assert o.status == "killed" and o.kill and o.kill["property"] == "conservation" and o.kill["engine"] == "explicit", said
+    assert any("not confirmed on its instance" in line for line in said), said
