@@ -161,21 +161,17 @@ def baseline(config: str, time_limit_s: float) -> Baseline:
     return b
 
 
-def model_check(config: str, prop: str, depth: int, time_limit_s: float,
-                tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
-    """Does the model itself hold `prop` on `config`'s full bounds to `depth` (BMC)? A mutant's kill
-    by BMC or random runs (the full bounds, where the explicit baseline did not look) counts only
-    if it does: the prompt_prefilled finding on hybrid_swa is a violation of the model at depth 1,
-    at a point off the explicit grid. Returns `violated` (its depth) or None, and `reached`."""
+def _model_bmc(config: str, props: list[str], depth: int, time_limit_s: float,
+               stop_on_violation: bool) -> tuple[dict[str, Any], int]:
+    """The model's BMC of `props` on `config`'s full bounds to `depth`, abandoned after
+    `time_limit_s`: its results and the depth it finished."""
     from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS
 
     from checker.engines.bmc import BMC
-    from checker.verdict import Verdict
 
-    tell(dict(engine="model bmc", config=config))
-    bmc = BMC(System(CONFIGS[config], PRESETS["current"]), [prop], minimize=False)
+    bmc = BMC(System(CONFIGS[config], PRESETS["current"]), props, minimize=False)
     until = time.perf_counter() + time_limit_s
     timer = threading.Timer(time_limit_s, bmc.interrupt_check)
     timer.daemon = True
@@ -186,11 +182,25 @@ def model_check(config: str, prop: str, depth: int, time_limit_s: float,
         reached[0] = t
 
     try:
-        res = bmc.run(depth, progress=progress, stop_on_violation=True, abandon=lambda: time.perf_counter() >= until)
+        res = bmc.run(depth, progress=progress, stop_on_violation=stop_on_violation,
+                      abandon=lambda: time.perf_counter() >= until)
     finally:
         timer.cancel()
+    return res, reached[0]
+
+
+def model_check(config: str, prop: str, depth: int, time_limit_s: float,
+                tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """Does the model itself hold `prop` on `config`'s full bounds to `depth` (BMC)? A mutant's kill
+    by BMC or random runs (the full bounds, where the explicit baseline did not look) counts only
+    if it does: the prompt_prefilled finding on hybrid_swa is a violation of the model at depth 1,
+    at a point off the explicit grid. Returns `violated` (its depth) or None, and `reached`."""
+    from checker.verdict import Verdict
+
+    tell(dict(engine="model bmc", config=config))
+    res, reached = _model_bmc(config, [prop], depth, time_limit_s, stop_on_violation=True)
     r = res.get(prop)
-    return dict(violated=r.depth if r is not None and r.verdict is Verdict.VIOLATED else None, reached=reached[0])
+    return dict(violated=r.depth if r is not None and r.verdict is Verdict.VIOLATED else None, reached=reached)
 
 
 def model_findings(config: str, depth: int, time_limit_s: float,
@@ -199,30 +209,13 @@ def model_findings(config: str, depth: int, time_limit_s: float,
     all properties at once): known before the hunt, such a property kills no mutant there, so no
     mutant's budget is spent on a kill the model shares (prompt_prefilled on hybrid_swa and
     hybrid_swa_hicache at depth 1, findings #1). Returns `violated` {property: depth}, `reached`."""
-    from model.designs import PRESETS
-    from model.system import System
-    from specs.configs import CONFIGS
     from specs.properties import PROPERTIES
 
-    from checker.engines.bmc import BMC
     from checker.verdict import Verdict
 
     tell(dict(engine="model bmc", config=config))
-    bmc = BMC(System(CONFIGS[config], PRESETS["current"]), list(PROPERTIES), minimize=False)
-    until = time.perf_counter() + time_limit_s
-    timer = threading.Timer(time_limit_s, bmc.interrupt_check)
-    timer.daemon = True
-    timer.start()
-    reached = [-1]
-
-    def progress(t: int, el: float, st: dict[str, str]) -> None:
-        reached[0] = t
-
-    try:
-        res = bmc.run(depth, progress=progress, abandon=lambda: time.perf_counter() >= until)
-    finally:
-        timer.cancel()
-    return dict(violated={p: r.depth for p, r in res.items() if r.verdict is Verdict.VIOLATED}, reached=reached[0])
+    res, reached = _model_bmc(config, list(PROPERTIES), depth, time_limit_s, stop_on_violation=False)
+    return dict(violated={p: r.depth for p, r in res.items() if r.verdict is Verdict.VIOLATED}, reached=reached)
 
 
 def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:
