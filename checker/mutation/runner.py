@@ -29,18 +29,19 @@ when searched there, survived at depth 1.
 
 The first violation of a property kills the mutant, if the model itself holds it: the baseline
 runs the model's explicit search (a violation there stops the run), and a kill by BMC or random
-runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth,
-or, where that BMC cannot reach the depth in the time and finds no violation, by the model's
-explicit search of the kill's own parameters to its depth (`confirm_at`: the mutant's
-counterexample is not the model's behaviour there) (`model_check`; checker/mutation/mutate.py runs it once per config and property, and checks the
-mutants again without a property the model breaks, such as the `prompt_prefilled` finding on
-`hybrid_swa` at depth 1). What the model breaks in its first step (`model_findings`, a BMC of every
-property to depth 1 per config) is known before any mutant is hunted: at c109011 six of thirteen
-survivors' hunts ended in a `prompt_prefilled` kill at depth 1 that had to be refused and hunted again. So does a property left vacuous where the model meets its witness: the explicit
-search reached or exhausted the depth of the model's witness without meeting it (`kvmc check`
-would exit 3, inconclusive, instead of 0). A mutant whose step raises a Python error is
-`invalid` (every engine stops on the error; no property is needed to see it) and is left out of
-the kill rate.
+runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth
+(`model_check`), or, where that BMC cannot reach the depth in the time and finds no violation,
+by the model's explicit search of the kill's own parameters to its depth (`confirm_at`: the
+mutant's counterexample is not the model's behaviour there). checker/mutation/mutate.py runs
+`model_check` once per config and property, and checks the mutants again without a property the
+model breaks, such as the `prompt_prefilled` finding on `hybrid_swa` at depth 1. What the model
+breaks in its first step (`model_findings`, a BMC of every property to depth 1 per config) is
+known before any mutant is hunted: at c109011 six of thirteen survivors' hunts ended in a
+`prompt_prefilled` kill at depth 1 that had to be refused and hunted again. A property left
+vacuous where the model meets its witness kills too: the explicit search reached or exhausted the
+depth of the model's witness without meeting it (`kvmc check` would exit 3, inconclusive, instead
+of 0). A mutant whose step raises a Python error is `invalid` (every engine stops on the error;
+no property is needed to see it) and is left out of the kill rate.
 
 The child reports progress (engine, config, depth) on a pipe; the parent (`run_jobs`) stops it
 when its budget (plus a grace for the engine to notice its deadline) is spent, so nothing
