@@ -106,6 +106,40 @@ CONFIGS: dict[str, Config] = {
                              "chunked_prefill_size": (4, 4), "max_prefill_tokens": (16, 16)},
         ),
         Config(
+            name="hicache_evict",
+            doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: request 0 does not share the warm prefix, so "
+                "when request 1 loads it back from the host the pools can be held by request 0's cached chain and "
+                "init_load_back evicts first",
+            num_reqs=2,
+            page_size=1,
+            hybrid_swa=True,
+            hicache=True,
+            chunked_prefill=True,
+            warm_atoms=1,
+            # hybrid_swa_hicache's requests both share the warm prefix: whoever loads it back finds no other
+            # evictable node (the sharer's nodes hang below it), so its load-back never evicts
+            shares_warm_prefix=(False, True),
+            private_atoms=3,  # with 2, request 0 cannot also hold decode tokens: no decode batch is reachable
+            bounds={
+                "full_tokens": (4, 24),
+                "swa_tokens": (4, 16),
+                "sliding_window_size": (1, 8),
+                "input_len": (1, 12),
+                "max_new_tokens": (1, 3),
+                "warm_len": (0, 6),
+                "warm_device": (0, 1),
+                "warm_host": (0, 1),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (8, 32),
+            },
+            # the prefix backed up on the host, on the device or not: request 0's chain fills the pools
+            # either way, and request 1's load-back evicts from it (full, SWA or both short)
+            explicit_bounds={"full_tokens": (6, 8), "swa_tokens": (5, 6), "sliding_window_size": (2, 2),
+                             "input_len": (4, 5), "max_new_tokens": (1, 3), "warm_len": (3, 3), "warm_host": (1, 1),
+                             "chunked_prefill_size": (4, 4), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
             name="hybrid_swa_page4",
             doc="hybrid SWA at page_size 4 (real page arithmetic: unaligned C, page-floored windows, the chunk's page "
                 "reserve), chunked prefill, two requests; W 1..7 (a page multiple or not, below or above a page)",

@@ -29,6 +29,10 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     # host-only warm prefix: the load-back path (a device-warm prefix is hybrid_swa's tree, and took
     # half of this file's time again on ten preset groups)
     "hybrid_swa_hicache": (dict(input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 0), warm_host=(1, 1)), 2),
+    # request 0's cached chain is what request 1's load-back of the host-only warm prefix evicts
+    "hicache_evict": (dict(full_tokens=(6, 6), swa_tokens=(5, 5), sliding_window_size=(2, 2), chunked_prefill_size=(4, 4),
+                           input_len=(4, 4), max_new_tokens=(1, 1), warm_len=(3, 3), warm_device=(0, 0),
+                           warm_host=(1, 1)), 2),
     "sessions": (dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2)), 3),
     "spec_topk": (dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4)), 2),
     "small3": (dict(full_tokens=(5, 5), input_len=(2, 2), max_new_tokens=(1, 2), warm_len=(1, 1)), 2),

@@ -1,0 +1,76 @@
+"""The HiCache load-back under a shortfall (model/hicache.py::init_load_back's eviction), and the
+config that reaches it.
+
+`init_load_back` evicts before it loads only where the host hit is larger than a pool's free
+slots. On `hybrid_swa_hicache` both requests share the warm prefix, so whoever loads it back finds
+nothing else evictable (the other request's nodes hang below the prefix) and the admission gates
+leave room for the hit: no reachable state of its points has a shortfall there, and the three
+mutants of that eviction survived as "likely equivalent" (docs/mutants.md). `hicache_evict` lets
+request 0 not share the prefix, so its cached chain holds the pools when request 1 loads the
+prefix back. These tests fail if the config stops reaching the eviction, or if the mutants stop
+behaving as the mutation report classifies them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import model.hicache as hicache
+from checker.engines.agreement import pinned
+from checker.engines.explicit import Explorer
+from checker.mutation.diff import inclusion
+from checker.mutation.operators import design_for, generate
+from checker.verdict import Verdict
+from model.designs import PRESETS
+from model.system import System
+from specs.configs import CONFIGS
+
+# a slice of hicache_evict's explicit points (the host-only prefix), where every property is exercised
+SHORTFALL_POINTS = dict(full_tokens=(6, 8), swa_tokens=(5, 6), sliding_window_size=(2, 2), chunked_prefill_size=(4, 4),
+                        input_len=(4, 5), max_new_tokens=(1, 3), warm_len=(3, 3), warm_device=(0, 0), warm_host=(1, 1))
+
+
+def _count_shortfalls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    seen = dict(calls=0, full=0, swa=0)
+    real = hicache.init_load_back
+
+    def spy(x: Any, s: Any, r: int, m: Any, temporary_lock: tuple = ()) -> Any:
+        seen["calls"] += 1
+        seen["full"] += int(m.host_hit_length > s.full_available)
+        seen["swa"] += int(m.swa_host_hit_length > s.swa_available)
+        return real(x, s, r, m, temporary_lock)
+
+    monkeypatch.setattr(hicache, "init_load_back", spy)
+    return seen
+
+
+def test_hicache_evict_reaches_a_load_back_that_must_evict_and_every_property_holds_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _count_shortfalls(monkeypatch)
+    props = ["no_prefill_oom", "no_decode_oom", "conservation", "busy_check_sound", "well_formed", "residency",
+             "lock_ledger", "idle_check_sound"]
+    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
+    r = Explorer(System(cfg, PRESETS["current"]), props).run(6).results  # every state by depth 4
+    assert seen["calls"] > 0 and seen["full"] > 0 and seen["swa"] > 0, seen
+    for p in props:
+        assert r[p].verdict is Verdict.HOLDS_TO_DEPTH, (p, r[p].words())
+
+
+def test_hybrid_swa_hicache_loads_back_without_a_shortfall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reason the config was added: where both requests share the host-only prefix (the
+    instance tests/engines/test_agreement.py pins), every load-back finds the room it needs."""
+    seen = _count_shortfalls(monkeypatch)
+    cfg = pinned(CONFIGS["hybrid_swa_hicache"], input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 0), warm_host=(1, 1))
+    Explorer(System(cfg, PRESETS["current"]), ["conservation"]).run(3)
+    assert seen["calls"] > 0 and seen["full"] == seen["swa"] == 0, seen
+
+
+def test_the_swapped_eviction_amounts_are_a_restriction_on_hicache_evict() -> None:
+    """init_load_back@42:swap:0 (full and SWA eviction amounts swapped) was "likely equivalent" on
+    hybrid_swa_hicache; on hicache_evict it diverges: it loses successors of the model (a load-back
+    that evicted the wrong pool fails and the request is prefilled instead) and gains none."""
+    [m] = [m for m in generate(transition="init_load_back", ops=("swap",)) if m.before.startswith("radix_cache.evict(")]
+    inc = inclusion("hicache_evict", PRESETS["current"], design_for(m), 300, max_depth=3)
+    assert inc["extra"] == 0 and inc["fewer"] > 0, inc
