@@ -89,6 +89,14 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         raise UsageError(f"--fail-under={args.fail_under} must be a fraction between 0 and 1")
     _check_writable(args.save, "--save")
     _check_writable(args.markdown, "--markdown")
+    cache = None
+    if args.baseline_cache is not None:
+        from checker.mutation.baseline_cache import BaselineCache
+
+        try:
+            cache = BaselineCache(args.baseline_cache)
+        except NotADirectoryError as e:
+            raise UsageError(str(e)) from None
     try:
         ms = select(args.module, args.seed, args.max_mutants, tuple(args.operator) or OPERATORS, args.mutant or None,
                     args.per_module)
@@ -109,7 +117,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     outcomes: list[Any] = []
     try:
         mutate(ms, configs, args.budget, args.jobs, args.equiv_timeout, args.divergence_time,
-               progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)), into=outcomes)
+               progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)), into=outcomes,
+               cache=cache)
     except interrupt.Interrupted as e:  # every child is stopped by now: report the mutants settled so far
         done = [o for o in outcomes if o.status != "pending"]
         for o in done:  # a survivor the interrupt caught before its classification
@@ -153,6 +162,9 @@ def add_parser(sub: Any) -> Any:
                     help="z3 seconds per config for a survivor's equivalence proof (default 60)")
     pm.add_argument("--divergence-time", type=float, default=60.0, metavar="S",
                     help="seconds per config to look for a survivor's first divergence (default 60)")
+    pm.add_argument("--baseline-cache", default=None, metavar="DIR",
+                    help="keep the model's own baseline searches here and reuse them while model/, specs/ and the "
+                         "engines are unchanged (created if missing)")
     pm.add_argument("--list", action="store_true", help="list the selected mutants and stop")
     pm.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     pm.add_argument("--save", default=None, metavar="FILE.json", help="also write the JSON report (atomically)")

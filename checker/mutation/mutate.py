@@ -179,9 +179,12 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
 
 def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_BUDGET_S, workers: int = 1,
            equiv_timeout_s: float = EQUIV_TIMEOUT_S, divergence_s: float = DIVERGENCE_S,
-           progress: Callable[[str], None] | None = None, into: list[Outcome] | None = None) -> list[Outcome]:
+           progress: Callable[[str], None] | None = None, into: list[Outcome] | None = None,
+           cache: Any = None) -> list[Outcome]:
     """Every mutant's outcome (module docstring). `into`: a list the outcomes are put in as they
-    are created (status "pending" until settled), so an interrupted run can report what it settled."""
+    are created (status "pending" until settled), so an interrupted run can report what it settled.
+    `cache` (baseline_cache.BaselineCache): the model's own baseline searches and first-step BMC,
+    reused from an earlier run on the same sources."""
     from checker.mutation import runner
     from checker.mutation.coverage import configs_running
 
@@ -194,7 +197,7 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
     baselines = {}
     for c in used:
         say(f"baseline: the model's explicit search on {c}")
-        baselines[c] = runner.baseline(c, min(120.0, budget_s))
+        baselines[c] = runner.baseline(c, min(120.0, budget_s), cache)
         if baselines[c].violated:
             raise RuntimeError(f"the model itself violates {baselines[c].violated} on {c}: fix the model before "
                                "measuring the checker with mutants")
@@ -217,9 +220,25 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
             say(f"model check: {p} on {j.key}: the model violates it at depth {d} (BMC); kills by it there do not count")
 
     if todo:
-        say(f"model check: the model's BMC to depth {FINDINGS_DEPTH} on {len(hunted_in)} config(s)")
-        runner.run_jobs([runner.Job(c, runner.model_findings, (c, FINDINGS_DEPTH, min(FINDINGS_S, budget_s)),
-                                    min(FINDINGS_S, budget_s)) for c in hunted_in], workers, found)
+        findings_s = min(FINDINGS_S, budget_s)
+        fresh = []
+        for c in hunted_in:
+            hit = cache.get("findings", c, FINDINGS_DEPTH, findings_s) if cache is not None else None
+            if hit is None:
+                fresh.append(c)
+            else:
+                found(runner.Job(c, runner.model_findings, (), findings_s, result=hit))
+        say(f"model check: the model's BMC to depth {FINDINGS_DEPTH} on {len(fresh)} config(s)"
+            + (f" ({len(hunted_in) - len(fresh)} from the baseline cache)" if len(fresh) < len(hunted_in) else ""))
+
+        def found_fresh(j: runner.Job) -> None:
+            found(j)
+            r = j.result or {}
+            if cache is not None and set(r) == {"violated", "reached"}:  # not an error or a stopped job
+                cache.put("findings", j.key, (FINDINGS_DEPTH, findings_s), r)
+
+        runner.run_jobs([runner.Job(c, runner.model_findings, (c, FINDINGS_DEPTH, findings_s), findings_s)
+                         for c in fresh], workers, found_fresh)
     by_id = {o.mutant.id: o for o in todo}
     count = [0]
 

@@ -143,8 +143,9 @@ def explicit_points(system: Any) -> list[Any]:
     return param_points(system)
 
 
-def baseline(config: str, time_limit_s: float) -> Baseline:
-    """The model's explicit search on `config` (and its step's terms, for `relevant`)."""
+def baseline(config: str, time_limit_s: float, cache: Any = None) -> Baseline:
+    """The model's explicit search on `config` (and its step's terms, for `relevant`); read from
+    `cache` (a baseline_cache.BaselineCache) where an earlier run on the same sources wrote it."""
     from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS
@@ -152,12 +153,21 @@ def baseline(config: str, time_limit_s: float) -> Baseline:
     from checker.engines.explicit import Explorer
     from checker.verdict import Verdict
 
+    args = (time_limit_s, EXPLICIT_DEPTH)
+    hit = cache.get("baseline", config, *args) if cache is not None else None
+    if hit is not None:
+        b = Baseline(config, hit["witness"], hit["violated"], hit["depth"], hit["exhausted"], hit["seconds"])
+        b.terms = _step_terms(config, PRESETS["current"])
+        return b
     t0 = time.perf_counter()
     system = System(CONFIGS[config], PRESETS["current"])
     s = Explorer(system, None, points=explicit_points(system), time_limit_s=time_limit_s).run(EXPLICIT_DEPTH)
     bad = [p for p, r in s.results.items() if r.verdict is Verdict.VIOLATED]
     b = Baseline(config, {p: r.witness_depth for p, r in s.results.items()}, bad, s.depth_reached,
                  s.exhausted_at is not None, time.perf_counter() - t0)
+    if cache is not None and not bad:
+        cache.put("baseline", config, args, dict(witness=b.witness, violated=b.violated, depth=b.depth,
+                                                 exhausted=b.exhausted, seconds=b.seconds))
     b.terms = _step_terms(config, PRESETS["current"])
     return b
 

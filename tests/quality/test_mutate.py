@@ -196,7 +196,7 @@ def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch,
     from checker.mutation import mutate as mm
     from checker.mutation import runner
 
-    monkeypatch.setattr(runner, "baseline", lambda c, t: runner.Baseline(c, {}, [], 0, True))
+    monkeypatch.setattr(runner, "baseline", lambda c, t, cache=None: runner.Baseline(c, {}, [], 0, True))
     monkeypatch.setattr(runner, "hunt", _fake_hunt)
     monkeypatch.setattr(mm, "FINDINGS_DEPTH", before_depth)
     m = next(m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop")
@@ -267,7 +267,7 @@ def test_a_kill_past_the_models_bmc_is_confirmed_on_its_own_instance(monkeypatch
             k = dict(engine="explicit", config="hybrid_swa", property="conservation", how="violated", depth=1, seconds=1.0)
         return dict(status="killed", searched=[], seconds=1.0, kill=k)
 
-    monkeypatch.setattr(runner, "baseline", lambda c, t: runner.Baseline(c, {}, [], 0, True))
+    monkeypatch.setattr(runner, "baseline", lambda c, t, cache=None: runner.Baseline(c, {}, [], 0, True))
     monkeypatch.setattr(runner, "hunt", hunt)
     monkeypatch.setattr(runner, "model_check", lambda c, p, d, t, tell=None: dict(violated=None, reached=0))
     monkeypatch.setattr(mm, "FINDINGS_DEPTH", 0)
@@ -278,3 +278,45 @@ def test_a_kill_past_the_models_bmc_is_confirmed_on_its_own_instance(monkeypatch
     (o,) = mm.mutate(ms, ["hybrid_swa"], budget_s=120, progress=said.append)
     assert o.status == "killed" and o.kill and o.kill["property"] == "conservation" and o.kill["engine"] == "explicit", said
     assert any("not confirmed on its instance" in line for line in said), said
+
+
+def test_the_baseline_cache_reuses_the_models_own_runs_only_for_the_same_sources(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--baseline-cache DIR`: the model's explicit baseline is read back as it was written, and an
+    edit to the sources it depends on (a new digest) makes the run search again."""
+    from checker.engines import explicit
+    from checker.mutation import baseline_cache, runner
+
+    cache = baseline_cache.BaselineCache(tmp_path / "cache")
+    first = runner.baseline("small", 60, cache)
+    assert len(list((tmp_path / "cache").glob("baseline-small-*.json"))) == 1
+
+    def no_search(*a: object, **k: object) -> None:
+        raise AssertionError("the baseline searched again although the cache holds it")
+
+    monkeypatch.setattr(explicit.Explorer, "run", no_search)
+    again = runner.baseline("small", 60, cache)
+    assert (again.witness, again.violated, again.depth, again.exhausted) == \
+           (first.witness, first.violated, first.depth, first.exhausted)
+    assert again.terms is not None  # rebuilt, not cached: z3 terms are not data
+    assert cache.get("baseline", "small", 30, runner.EXPLICIT_DEPTH) is None  # other arguments, other entry
+    monkeypatch.setattr(baseline_cache, "source_digest", lambda: "an edited model")
+    with pytest.raises(AssertionError, match="searched again"):
+        runner.baseline("small", 60, cache)
+
+
+def test_a_rerun_with_the_baseline_cache_skips_the_models_runs(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    mid = find("alloc", "drop", "s = s.set(full_available=s.full_available - tokens)").id
+    args = ("--mutant", mid, "--config", "small", "--budget", "60", "--baseline-cache", str(cache))
+    one, two = _run(*args, "--save", str(tmp_path / "1.json")), _run(*args, "--save", str(tmp_path / "2.json"))
+    assert one.returncode == 0 and two.returncode == 0, (one.stderr[-1500:], two.stderr[-1500:])
+    assert "from the baseline cache" not in one.stderr and "(1 from the baseline cache)" in two.stderr, two.stderr
+    o1, o2 = (json.loads((tmp_path / f"{i}.json").read_text())["outcomes"] for i in (1, 2))
+    assert [(o["status"], (o["kill"] or {}).get("property")) for o in o1] == \
+           [(o["status"], (o["kill"] or {}).get("property")) for o in o2]
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    p = _run("--mutant", mid, "--baseline-cache", str(afile))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "is a file" in lines[0], p.stderr
