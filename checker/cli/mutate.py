@@ -95,7 +95,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
 
         try:
             cache = BaselineCache(args.baseline_cache)
-        except NotADirectoryError as e:
+        except ValueError as e:
             raise UsageError(str(e)) from None
     try:
         ms = select(args.module, args.seed, args.max_mutants, tuple(args.operator) or OPERATORS, args.mutant or None,

@@ -43,10 +43,16 @@ class BaselineCache:
     """A folder of JSON results keyed by (kind, config, arguments) and the source digest."""
 
     def __init__(self, root: str | Path) -> None:
+        """Checks the folder can be used, creating nothing: it is made at the first write."""
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
-            raise NotADirectoryError(f"--baseline-cache {str(self.root)!r} is a file; expected a folder (it is created "
-                                     "if missing)")
+            raise ValueError(f"--baseline-cache {str(self.root)!r} is a file; expected a folder (it is created if missing)")
+        parent = self.root
+        while not parent.exists():
+            parent = parent.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ValueError(f"--baseline-cache {str(self.root)!r}: {str(parent)!r} is not writable; expected a folder "
+                             "kvmc can write")
 
     def _file(self, kind: str, config: str, args: tuple[Any, ...]) -> Path:
         key = json.dumps([source_digest(), kind, config, list(args)])
