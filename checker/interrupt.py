@@ -23,7 +23,9 @@ How a signal travels (`handling()` sets this up for the whole command):
   KeyboardInterrupt traceback, and none outlives the command (`PR_SET_PDEATHSIG` also ends them
   when the parent is killed outright).
 * A second signal, or a main thread still busy 3 s after the first (a z3 call that never looks at
-  its cancel flag), ends the children and the process at once, with one line on stderr.
+  its cancel flag), ends the children and the process at once, with one line on stderr. Signals
+  within half a second of the first are the same stop: `timeout -s INT` sends its signal to the
+  command and again to the command's process group, and that is not a person pressing Ctrl-C twice.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import time
 from typing import Any, Iterator
 
 SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+SAME_EVENT_S = 0.5  # signals this close to the first are one stop, not a second one (a person is slower)
 HARD_AFTER_S = 3.0  # the watcher's backstop: exit this long after a signal if the main thread has not
 REAP_GRACE_S = 0.5  # SIGTERM, then SIGKILL for a descendant still there after this long
 
@@ -276,8 +279,10 @@ def _watch(rfd: socket.socket) -> None:
             if _self_trips > 0:  # our own re-trip of a deferred handler
                 _self_trips -= 1
                 continue
-            if first_at is not None:  # a second signal: stop now
-                _hard_exit(_signalled or b, "second signal: stopped at once")
+            if first_at is not None:
+                if time.monotonic() - first_at < SAME_EVENT_S:
+                    continue  # the same stop, delivered twice (`timeout -s INT` signals the command and its group)
+                _hard_exit(_signalled or b, "second signal: stopped at once")  # a second signal: stop now
             _record(b)
             first_at = time.monotonic()
             if not _taken.is_set():

@@ -110,11 +110,14 @@ class Run:
         self.kill()
         raise AssertionError("no such progress line within START_TIMEOUT_S:\n" + "".join(self.err[-20:]))
 
-    def stop(self, sig: int, group: bool) -> tuple[int, float, list[int]]:
-        """Signal it (the whole group, as a terminal does, or the process alone); returns (exit
-        status, seconds to exit, the descendants it had just before)."""
+    def stop(self, sig: int, group: bool, twice: bool = False) -> tuple[int, float, list[int]]:
+        """Signal it (the whole group, as a terminal does, or the process alone; `twice`: the process
+        and then its group, back to back, as `timeout -s SIG` does); returns (exit status, seconds to
+        exit, the descendants it had just before)."""
         before = _descendants(self.proc.pid)
         t0 = time.monotonic()
+        if twice:
+            os.kill(self.proc.pid, sig)
         if group:
             os.killpg(self.proc.pid, sig)
         else:
@@ -157,14 +160,16 @@ def _busy_query(min_depth: int) -> Callable[[dict[str, Any]], bool]:
     return lambda ev: ev.get("event") == "query" and (ev.get("depth") or 0) >= min_depth and ev.get("query_s") is not None
 
 
-@pytest.mark.parametrize("sig, group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
-def test_a_signal_during_a_z3_query_stops_check(sig: int, group: bool, work: Path) -> None:
+@pytest.mark.parametrize("sig, group, twice", [(signal.SIGINT, True, False), (signal.SIGTERM, False, False),
+                                              (signal.SIGINT, True, True)], ids=["SIGINT-group", "SIGTERM", "SIGINT-as-timeout"])
+def test_a_signal_during_a_z3_query_stops_check(sig: int, group: bool, twice: bool, work: Path) -> None:
     # hybrid_swa: depth 2 and deeper are queries of seconds, the forked proof attempt is running
-    # beside them (from depth 1), and the warm pool's child imports torch
+    # beside them (from depth 1), and the warm pool's child imports torch. `twice`: what `timeout
+    # -s INT` delivers (the command, then its group): one stop, reported as such
     run = Run(["check", "--config", "hybrid_swa", "--property", "conservation", "--depth", "8", "--out", str(work / "out")],
               work)
     ev = run.wait_for(_busy_query(2))
-    rc, took, before = run.stop(sig, group)
+    rc, took, before = run.stop(sig, group, twice)
     out, err = "".join(run.out), "".join(run.err)
     assert rc == 128 + sig, (rc, err[-2000:])
     assert took < STOP_BOUND_S, took
