@@ -375,7 +375,12 @@ def handling() -> Iterator[None]:
 
 def exit_now(code: int) -> None:
     """End the process after an interrupt without running atexit hooks (an executor's shutdown
-    would join its threads; multiprocessing's finalizers would join killed children)."""
+    would join its threads; multiprocessing's finalizers would join killed children). A fork pool's
+    thread may have started a replacement worker after the reap on leaving `handling()` (seen on a
+    loaded machine: two case workers left in the group): they are ended here, last."""
+    if _signalled is not None:
+        with contextlib.suppress(Exception):
+            reap()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):

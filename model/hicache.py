@@ -30,7 +30,7 @@ from .transition import Ctx, transition
     "mem_cache/unified_radix_cache.py::UnifiedRadixCache.init_load_back",
     modifies=(
         "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone",
-        "load_back_node", "load_back_swa_top", *radix_cache.DRIFT_FIELDS,
+        "load_back_node", "load_back_swa_top", "needless_recompute", *radix_cache.DRIFT_FIELDS,
     ),
 )
 def init_load_back(x: Ctx, s: State, r: int, m: MatchResult, temporary_lock: tuple = ()) -> tuple[State, Any, Any]:
@@ -44,6 +44,7 @@ def init_load_back(x: Ctx, s: State, r: int, m: MatchResult, temporary_lock: tup
     fits = full_need <= s.full_available
     if x.cfg.hybrid_swa:
         fits = x.and_(fits, swa_need <= s.swa_available)
+    s = ghost_needless_recompute(x, s, full_need, swa_need, fits, temporary_lock)  # not mutated (ghost_)
 
     def load() -> tuple[State, Any, Any]:
         s1 = allocator.alloc_pools(x, s, full_need, swa_need)
@@ -62,6 +63,19 @@ def init_load_back(x: Ctx, s: State, r: int, m: MatchResult, temporary_lock: tup
         return s1, m.prefix_len + full_need, m.best_match_node
 
     return x.branch(fits, load, lambda: (s, m.prefix_len, m.last_device_node))
+
+
+def ghost_needless_recompute(x: Ctx, s: State, full_need: Any, swa_need: Any, fits: Any, locks: tuple) -> State:
+    """The ghost `needless_recompute` (model/state.py GHOST_FIELDS), read on the state after the
+    load-back's eviction: set when the load-back gives up (`fits` false: the host hit will be
+    prefilled again) although no pool it needs is both short and out of evictable nodes
+    (`radix_cache.evictable_left` with the adder's temporary lock held). Kvmc's own record, not
+    SGLang's: `kvmc mutate` does not mutate a statement calling a `ghost_` function."""
+    more_full, more_swa = radix_cache.evictable_left(x, s, locks)
+    room = x.or_(full_need <= s.full_available, more_full)
+    if x.cfg.hybrid_swa:
+        room = x.and_(room, x.or_(swa_need <= s.swa_available, more_swa))
+    return s.set(needless_recompute=x.or_(s.needless_recompute, x.and_(x.not_(fits), room)))
 
 
 @transition(

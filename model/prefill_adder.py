@@ -271,7 +271,7 @@ def _reselect_after_failed_load(x: Ctx, s: State, ad: Adder, needs_load: Any, pr
     "managers/schedule_policy.py::PrefillAdder.add_one_req",
     modifies=(
         "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone", "cache_protected_len",
-        "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", "swa_evicted_seqlen",
+        "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", "swa_evicted_seqlen", "needless_recompute",
         *radix_cache.DRIFT_FIELDS,
     ),
 )

@@ -476,6 +476,39 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     return s
 
 
+def evictable_left(x: Ctx, s: State, extra_locks: Sequence[Locker] = ()) -> tuple[Any, Any]:
+    """(full, SWA): could one more eviction step free tokens of that pool on `s`, with `extra_locks`
+    held? The same eligibility `evict` stops on ("eviction stopped early"), read on the state after
+    it: a device node nothing locks, with no device node below it, and either backed up or with
+    nothing below it at all, frees Full slots (and SWA slots unless tombstoned); an SWA-unlocked
+    internal device node that is not a tombstone frees SWA slots by becoming one. Written apart
+    from `evict` so that a property can compare an eviction's outcome with it."""
+    K = x.cfg.num_atoms
+    if K == 0:
+        return False, False
+    sh = x.shape
+    hybrid = x.cfg.hybrid_swa
+    exists = [s.node_len[a] > 0 for a in range(K)]
+    dev = [x.and_(exists[a], s.node_device[a]) for a in range(K)]
+    host = [s.node_host[a] if x.cfg.hicache else False for a in range(K)]
+    tomb = [s.node_swa_tombstone[a] if hybrid else False for a in range(K)]
+    locked = full_locked(x, s, extra_locks)
+    slocked = swa_locked(x, s, extra_locks)
+    below_dev: list[Any] = [False] * K  # a device node below (through absent atoms)
+    nothing: list[Any] = [True] * K  # no node at all in the subtree (an absent atom stands for its children)
+    for a in reversed(range(K)):
+        kids = sh.children[a]
+        below_dev[a] = x.or_(*[x.ite(exists[c], dev[c], below_dev[c]) for c in kids])
+        nothing[a] = x.and_(*[x.and_(x.not_(exists[c]), nothing[c]) for c in kids])
+    leaf = [x.and_(dev[a], x.not_(locked[a]), x.not_(below_dev[a]), x.or_(host[a], nothing[a])) for a in range(K)]
+    full = x.or_(*leaf)
+    if not hybrid:
+        return full, False
+    swa = x.or_(*[x.and_(x.not_(tomb[a]), x.or_(leaf[a], x.and_(dev[a], x.not_(slocked[a]), below_dev[a])))
+                  for a in range(K)])
+    return full, swa
+
+
 def _first_free_private(x: Ctx, s: State, r: int, k: int) -> Any:
     """The k-th private atom of r is the first one that does not exist (existing ones are a prefix)."""
     chain = x.shape.private[r]

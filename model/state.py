@@ -80,15 +80,15 @@ POOL_FIELDS = (
     "swa_evictable_drift",
     "swa_protected_drift",
 )
-SCHED_FIELDS = ("last_batch", "oom", "needless_retract")
+SCHED_FIELDS = ("last_batch", "oom", "needless_retract", "needless_recompute")
 BOOL_FIELDS = frozenset(
     {"node_device", "node_host", "node_swa_tombstone", "in_last_batch", "slot_holding", "slot_is_active", "slot_closed",
-     "needless_retract"}
+     "needless_retract", "needless_recompute"}
 )
 # Ghost fields: kvmc's own record of what a step did, for a property that must see the step and not
-# only the state (specs/properties.py `retract_only_when_short`). No SGLang object holds them, so
+# only the state (specs/properties.py `retract_only_when_short`, `recompute_only_when_short`). No SGLang object holds them, so
 # the refinement checks against the torch pool and SGLang's scheduler do not compare them.
-GHOST_FIELDS = frozenset({"needless_retract"})
+GHOST_FIELDS = frozenset({"needless_retract", "needless_recompute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +132,9 @@ class State:
     # ghost (GHOST_FIELDS): the last iteration's retract_decode retracted or aborted a request while
     # free + evictable tokens covered the decode step (SGLANG_TEST_RETRACT's forced first retraction apart)
     needless_retract: Any
+    # ghost: the last iteration's init_load_back gave a host hit up (it will be recomputed) although
+    # every pool it needed had room after the eviction, or could have had (evictable nodes were left)
+    needless_recompute: Any
 
     # -- functional updates ---------------------------------------------------------------------
     def set(self, **kw: Any) -> "State":

@@ -123,7 +123,7 @@ def init_state(x: Ctx) -> State:
         slot_is_active=(False,) * S,
         slot_closed=(False,) * S,
         last_batch=NO_BATCH,
-        oom=OOM_NONE, needless_retract=False,  # (a ghost: model/state.py GHOST_FIELDS)
+        oom=OOM_NONE, needless_retract=False, needless_recompute=False,  # (a ghost: model/state.py GHOST_FIELDS)
     )
 
 
@@ -205,7 +205,7 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
     "managers/scheduler.py::Scheduler.get_new_batch_prefill",
     modifies=( "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone",
         "cache_protected_len", "swa_branching_seqlen", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top",
-        "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "slot_kv_allocated_len",
+        "needless_recompute", "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_is_active", *DRIFT_FIELDS),
 )
 def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
@@ -351,9 +351,9 @@ def run_decode_batch(x: Ctx, s: State) -> State:
 
 
 def event_loop_iteration(x: Ctx, s: State) -> State:
-    """One iteration of `Scheduler.event_loop_normal`. The ghost `needless_retract` describes this
-    iteration only (retract_decode sets it)."""
-    s = x.checkpoint("received", recv_requests(x, s.set(needless_retract=False)))
+    """One iteration of `Scheduler.event_loop_normal`. The ghosts `needless_retract` and
+    `needless_recompute` describe this iteration only (retract_decode and init_load_back set them)."""
+    s = x.checkpoint("received", recv_requests(x, s.set(needless_retract=False, needless_recompute=False)))
     s = x.checkpoint("loads checked", hicache.loading_check(x, s))
     s = stash_chunked_req(x, s)
     if radix_cache.rematches(x, False):

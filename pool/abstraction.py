@@ -143,7 +143,7 @@ def to_state(sch: Scheduler) -> State:
         slot_closed=tuple(s.closed for s in slots),
         last_batch=sch.last_batch,
         oom=sch.oom,
-        needless_retract=False,  # a ghost of the model's (model/state.py GHOST_FIELDS): not compared
+        needless_retract=False, needless_recompute=False,  # ghosts of the model's (model/state.py GHOST_FIELDS): not compared
     )
 
 

@@ -111,6 +111,10 @@ class Property:
     # checkpoint inside an iteration. A property that has them lets the induction engine split its
     # step by the first sub-step that breaks a conjunct (checker/engines/induction.py, `case_splits`).
     conjuncts: Callable[[Ctx, State, bool], list[Any]] | None = None
+    # the configs whose scheduler has what the property is about (None: every config); on the others
+    # it is not checked, rather than reported vacuous (checker/engines/applies.py)
+    applies: Callable[[Any], bool] | None = None
+    applies_meaning: str = ""
 
 
 def _ran(x: Ctx, s: State) -> Any:
@@ -328,6 +332,17 @@ def _retract_only_when_short(x: Ctx, s: State) -> Any:
     return x.not_(s.needless_retract)
 
 
+def _recompute_only_when_short(x: Ctx, s: State) -> Any:
+    """The ghost `needless_recompute` (model/hicache.py::init_load_back) is off: every host hit the
+    last iteration gave up (and prefills again) lacked room in a pool it needs that evicting every
+    unlocked node could not make (what `init_load_back` returning None means)."""
+    return x.not_(s.needless_recompute)
+
+
+def _load_back_in_flight(x: Ctx, s: State) -> Any:
+    return x.or_(*[s.load_back_node[r] != ROOT for r in range(x.cfg.num_reqs)])
+
+
 def _decode_mem_checked(x: Ctx, s: State) -> Any:
     """The last iteration ran check_decode_mem: a decode batch ran, or a request was retracted (it
     waits with output kept: only retract_decode puts a request with output back in the waiting queue;
@@ -446,6 +461,16 @@ PROPERTIES: dict[str, Property] = {
             _retract_only_when_short,
             _decode_mem_checked,
             "decode memory was checked (a decode batch ran, or a request was retracted)",
+        ),
+        Property(
+            "recompute_only_when_short",
+            "HiCache gives a host hit up (prefills it again) only when, after evicting what it can, a pool the load-back "
+            "needs is still short with nothing evictable left in it (what init_load_back returning None means)",
+            _recompute_only_when_short,
+            _load_back_in_flight,
+            "a host hit was loaded back (a load-back is in flight)",
+            applies=lambda cfg: bool(cfg.hicache),
+            applies_meaning="configs with HiCache",
         ),
         Property(
             "no_scheduler_assertion",

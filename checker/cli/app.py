@@ -95,7 +95,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {f.name:26s} #{f.pr} ({f.first_tag}) {f.summary}.{extra}")
     print("\nproperties (--property NAME):")
     for p in PROPERTIES.values():
-        print(f"  {p.name:20s} {p.meaning}")
+        only = f" (checked on {p.applies_meaning} only)" if p.applies is not None else ""
+        print(f"  {p.name:20s} {p.meaning}{only}")
     print("\nliveness properties (--property NAME; lassos under the fairness assumptions, docs/liveness.md):")
     for lp in LIVENESS.values():
         print(f"  {lp.name:28s} {lp.meaning}")
@@ -432,6 +433,9 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
     if interrupted:
         out.append(f"INTERRUPTED by {interrupted}: what follows is what was established before")
     for c in report.configs:
+        if not c.results and not interrupted:  # specs/properties.py `for_config`
+            out.append(f"config {c.config}  [not checked: no property asked applies to it]")
+            continue
         out.append(f"config {c.config}  [{c.seconds:.1f}s{_proof_words(c.proof)}]")
         for r in c.results.values():
             w = r.words()

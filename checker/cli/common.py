@@ -188,6 +188,12 @@ def validate_selection(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     configs = args.config or list(CONFIGS)
     for c in configs:
         _choices("config", c, list(CONFIGS))
+    for p in args.property or []:
+        prop = PROPERTIES.get(p)
+        if prop is not None and prop.applies is not None and not any(prop.applies(CONFIGS[c]) for c in configs):
+            fit = [c for c in CONFIGS if prop.applies(CONFIGS[c])]
+            raise UsageError(f"property {p!r} applies only to {prop.applies_meaning} ({', '.join(fit)}); "
+                             f"--config {' '.join(configs)} has none: name one of those")
     if args.depth <= 0:
         raise UsageError(f"--depth {args.depth} must be a positive number of scheduler iterations")
     if getattr(args, "jobs", None) is not None and args.jobs <= 0:

@@ -48,6 +48,7 @@ from model.ops import Symbolic
 from model.state import State
 from model.system import System
 from specs.lemmas import LEMMAS
+from checker.engines.applies import for_config
 from specs.properties import PROPERTIES, Property
 
 from checker import interrupt
@@ -113,7 +114,7 @@ class BMC:
         self.seeder = seeder  # see the module docstring; never with `params` (no bounds to draw from)
         self.fresh_per_depth = fresh_per_depth  # non-incremental baseline for bench/: a new solver each depth
         self.params = params  # (Params, constraints) replacing the config's bounds (induction's base case)
-        self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
+        self.props: list[Property] = [PROPERTIES[p] for p in for_config(system.cfg, props or None)]
         self.timeout_ms = timeout_ms
         self.minimize = minimize
         self.minimize_rounds = minimize_rounds

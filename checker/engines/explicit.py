@@ -41,6 +41,7 @@ from model.designs import Design
 from model.ops import Concrete, Infeasible
 from model.state import OOM_NONE, State
 from model.system import System
+from checker.engines.applies import for_config, nothing_applies
 from specs.properties import PROPERTIES, Property
 
 from checker.engines.results import ConfigReport, Result
@@ -223,7 +224,7 @@ class Explorer:
                  max_states: int = DEFAULT_MAX_STATES, time_limit_s: float = 0.0, minimize: bool = True,
                  mark_all: bool = False) -> None:
         self.system = system
-        self.props: list[Property] = [PROPERTIES[p] for p in (props or list(PROPERTIES))]
+        self.props: list[Property] = [PROPERTIES[p] for p in for_config(system.cfg, props or None)]
         self.points = points if points is not None else param_points(system)
         self.max_states = max_states
         self.time_limit_s = time_limit_s
@@ -402,6 +403,9 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
     search is bounded; `timeout_ms` limits the whole search)."""
 
     t0 = time.perf_counter()
+    props = for_config(cfg, props)  # a property that does not apply to cfg is not checked there
+    if not props:
+        return nothing_applies(cfg)
     system = System(cfg, design)
     ex = Explorer(system, props, max_states=max_states, time_limit_s=timeout_ms / 1000.0, minimize=minimize)
     search = ex.run(depth, keep_going=keep_going,

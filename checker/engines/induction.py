@@ -45,6 +45,7 @@ from model.state import BATCH_NAMES, FIELD_NAMES, ROOT, STATUS_NAMES, State
 from model.system import System
 from specs.lemmas import LEMMAS
 from specs.pass_invariants import PASS_INVARIANTS
+from checker.engines.applies import for_config, nothing_applies
 from specs.properties import PROPERTIES
 
 from checker import executors, interrupt
@@ -282,6 +283,7 @@ class KInduction:
                  progress: Callable[[str], None] | None = None, workers: int = 1,
                  cache: proof_cache.ProofCache | None = None) -> None:
         self.system = system
+        props = for_config(system.cfg, props)
         # settled case queries (checker/engines/proof_cache.py); default: the one `--proof-cache` opened
         self.cache = cache if cache is not None else proof_cache.ACTIVE
         self.props = props
@@ -1097,6 +1099,9 @@ def check_config(design: Any, cfg: Any, props: list[str], depth: int, prove: boo
     from checker.engines.results import ConfigReport
 
     t0 = time.perf_counter()
+    props = for_config(cfg, props)  # a property that does not apply to cfg is not checked there
+    if not props:
+        return nothing_applies(cfg)
     system = System(cfg, design)
     params = unbounded_params(system)
     K = max(1, min(depth, max_k))

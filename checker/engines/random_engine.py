@@ -40,6 +40,7 @@ from model.config import Config, Params
 from model.designs import Design
 from model.ops import Concrete, Infeasible
 from model.system import System
+from checker.engines.applies import for_config, nothing_applies
 from specs.properties import PROPERTIES
 
 from checker.engines.results import ConfigReport, Result
@@ -94,6 +95,7 @@ def machine_for(system: System, props: list[str], points: list[Params] | None, r
     its explicit ones. `give_up()` is asked before each run; true raises `HuntOver`. `only_at`:
     check the properties only after that many steps (no witnesses tracked)."""
     ns: dict[str, Any] = {}
+    props = for_config(system.cfg, props)
     if points is not None and not points:
         raise ValueError(f"config {system.cfg.name!r} has no parameter point satisfying params_ok in its explicit bounds")
 
@@ -279,6 +281,9 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
     effect: Hypothesis shrinks every failure)."""
 
     t0 = time.perf_counter()
+    props = for_config(cfg, props)  # a property that does not apply to cfg is not checked there
+    if not props:
+        return nothing_applies(cfg)
     system = System(cfg, design)
     points = domain_points(system)
     results: dict[str, Result] = {}

@@ -28,6 +28,7 @@ from model.system import System
 from specs.lemmas import LEMMAS
 from specs.configs import CONFIGS
 from specs.liveness import LIVENESS
+from checker.engines.applies import for_config, nothing_applies
 from specs.properties import PROPERTIES
 
 from checker import interrupt
@@ -220,6 +221,9 @@ def check_config(design: Design, cfg: Config, props: list[str], depth: int, prov
                  timeout_ms: int = 0, progress: Progress | None = None, minimize: bool = True,
                  keep_going: bool = True, lemmas: list[str] | None = None) -> ConfigReport:
     t0 = time.perf_counter()
+    props = for_config(cfg, props)  # a property that does not apply to cfg is not checked there
+    if not props:
+        return nothing_applies(cfg)
     use = list(LEMMAS) if lemmas is None else lemmas
     system = System(cfg, design)
     bmc = BMC(system, props, timeout_ms=timeout_ms, minimize=minimize, seeder=_seeder(system))

@@ -289,7 +289,7 @@ def read(path: str | Path, check: bool = True, warn: bool = True) -> Trace:
 # State fields added after traces were checked in, with the value they had in every state before
 # (the feature did not exist): a trace without them reads as one with them at that value.
 LATER_FIELDS = {"swa_branching_seqlen": lambda cfg: [{"#bigint": "0"}] * cfg.num_reqs,
-                "needless_retract": lambda cfg: False}
+                "needless_retract": lambda cfg: False, "needless_recompute": lambda cfg: False}
 
 
 def _with_later_fields(data: Any, vars_: list[str], cfg: Any) -> tuple[Any, list[str]]:

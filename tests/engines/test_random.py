@@ -18,6 +18,7 @@ from model.designs import PRESETS
 from model.ops import Concrete
 from model.system import System
 from specs.configs import CONFIGS
+from checker.engines.applies import for_config
 from specs.properties import PROPERTIES
 
 SESSIONS = pinned(CONFIGS["sessions"], full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2))
@@ -32,7 +33,9 @@ def test_machine_is_generated_from_the_system() -> None:
     setup = cls.setup_state()
     assert {r.function.__name__ for r in setup.rules} == set(system.actions)
     assert all(r.preconditions for r in setup.rules)  # guarded by System.enabled
-    assert {i.function.__name__ for i in setup.invariants} == {f"invariant_{p}" for p in PROPERTIES}
+    # every property that applies to the config (the HiCache-only one does not apply to small)
+    assert {i.function.__name__ for i in setup.invariants} == {f"invariant_{p}" for p in for_config(system.cfg)}
+    assert len(for_config(system.cfg)) == len(PROPERTIES) - 1
     assert len(setup.initializers) == 1
 
 

@@ -69,8 +69,69 @@ def test_hybrid_swa_hicache_loads_back_without_a_shortfall(monkeypatch: pytest.M
 
 def test_the_swapped_eviction_amounts_are_a_restriction_on_hicache_evict() -> None:
     """init_load_back@42:swap:0 (full and SWA eviction amounts swapped) was "likely equivalent" on
-    hybrid_swa_hicache; on hicache_evict it diverges: it loses successors of the model (a load-back
-    that evicted the wrong pool fails and the request is prefilled instead) and gains none."""
+    hybrid_swa_hicache; on hicache_evict it diverges: it loses successors of the model and gains
+    none. What it loses are eviction outcomes (which nodes go), not load-backs: no load-back gives up
+    in any reachable state of hicache_evict's points to depth 5, with or without the mutant (see the
+    test below), so `recompute_only_when_short` cannot see it either. A mutant whose behaviours are
+    a subset of the model's breaks no safety property the model keeps."""
     [m] = [m for m in generate(transition="init_load_back", ops=("swap",)) if m.before.startswith("radix_cache.evict(")]
     inc = inclusion("hicache_evict", PRESETS["current"], design_for(m), 300, max_depth=3)
     assert inc["extra"] == 0 and inc["fewer"] > 0, inc
+
+
+# the SWA fit test `<` for `<=` (an exact SWA fit refused) and the property that sees it
+CMP = "swa_need <= s.swa_available"
+
+
+def test_recompute_only_when_short_kills_the_exact_swa_fit_refusal() -> None:
+    """init_load_back@46:cmp:0 survived every earlier property (refusing a load-back is a path the
+    scheduler handles: the host hit is prefilled again). `recompute_only_when_short` (the ghost
+    `needless_recompute`, model/hicache.py::ghost_needless_recompute) sees a load-back given up while
+    the SWA pool had room: at depth 2 on the shortfall slice."""
+    [m] = [m for m in generate(transition="init_load_back", ops=("cmp",)) if m.before == CMP]
+    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
+    r = Explorer(System(cfg, design_for(m)), ["recompute_only_when_short"]).run(4, keep_going=False).results
+    assert r["recompute_only_when_short"].verdict is Verdict.VIOLATED and r["recompute_only_when_short"].depth == 2, \
+        r["recompute_only_when_short"].words()
+    tr = r["recompute_only_when_short"].trace
+    assert tr.states[-1].needless_recompute and not any(s.needless_recompute for s in tr.states[:-1])
+
+
+def test_recompute_only_when_short_holds_on_the_model_and_is_exercised() -> None:
+    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
+    r = Explorer(System(cfg, PRESETS["current"]), ["recompute_only_when_short"]).run(6).results["recompute_only_when_short"]
+    assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.witness_depth is not None, r.words()
+
+
+def test_no_load_back_gives_up_on_hicache_evict_with_or_without_the_swap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why the swap survives the new property: the load-backs it changes still fit."""
+    gave_up = dict(model=0, swap=0)
+    real = hicache.ghost_needless_recompute
+    which = ["model"]
+
+    def spy(x: Any, s: Any, full_need: Any, swa_need: Any, fits: Any, locks: tuple) -> Any:
+        gave_up[which[0]] += int(not fits)
+        return real(x, s, full_need, swa_need, fits, locks)
+
+    monkeypatch.setattr(hicache, "ghost_needless_recompute", spy)
+    [m] = [m for m in generate(transition="init_load_back", ops=("swap",)) if m.before.startswith("radix_cache.evict(")]
+    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
+    for which[0], design in (("model", PRESETS["current"]), ("swap", design_for(m))):
+        Explorer(System(cfg, design), ["conservation"]).run(5)
+    assert gave_up == dict(model=0, swap=0), gave_up
+
+
+def test_a_hicache_only_property_is_not_checked_on_a_config_without_hicache() -> None:
+    """On `small` no load-back ever runs: `recompute_only_when_short` would be vacuous there, which
+    is not a finding. It is left out of the config's check (and of its exit status); on the HiCache
+    configs it is checked like any other property."""
+    from checker.engines import explicit, run
+    from checker.engines.applies import for_config
+
+    assert "recompute_only_when_short" not in for_config(CONFIGS["small"])
+    assert "recompute_only_when_short" in for_config(CONFIGS["hicache_evict"])
+    assert for_config(CONFIGS["small"], ["conservation", "recompute_only_when_short", "progress"]) == ["conservation", "progress"]
+    rep = run.check_config(PRESETS["current"], CONFIGS["small"], ["conservation", "recompute_only_when_short"], 2, prove=False)
+    assert set(rep.results) == {"conservation"} and rep.results["conservation"].verdict is Verdict.HOLDS_TO_DEPTH
+    rep = explicit.check_config(PRESETS["current"], CONFIGS["small"], ["recompute_only_when_short"], 2)
+    assert rep.results == {}

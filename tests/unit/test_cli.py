@@ -41,6 +41,8 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["check", "--timeout", "nan"], "'nan'", "finite"),
         (["check", "--timeout", "inf"], "'inf'", "finite"),
         (["review", "--timeout=-inf"], "'-inf'", "finite"),
+        (["check", "--property", "recompute_only_when_short", "--config", "small"], "'recompute_only_when_short'",
+         "hicache_evict"),  # a property that applies to none of the configs named
         (["check", "--frobnicate"], "--frobnicate", "--help"),
         (["frob"], "frob", "--help"),
     ],

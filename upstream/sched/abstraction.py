@@ -508,5 +508,5 @@ def to_state(h: Any) -> State:
         slot_closed=tuple(h.slots[r].closed for r in cfg.streaming_sessions),
         last_batch=last_batch,
         oom=h.oom,
-        needless_retract=False,  # a ghost of the model's (model/state.py GHOST_FIELDS): not compared
+        needless_retract=False, needless_recompute=False,  # ghosts of the model's (model/state.py GHOST_FIELDS): not compared
     )
