@@ -482,7 +482,9 @@ def evictable_left(x: Ctx, s: State, extra_locks: Sequence[Locker] = ()) -> tupl
     it: a device node nothing locks, with no device node below it, and either backed up or with
     nothing below it at all, frees Full slots (and SWA slots unless tombstoned); an SWA-unlocked
     internal device node that is not a tombstone frees SWA slots by becoming one. Written apart
-    from `evict` so that a property can compare an eviction's outcome with it."""
+    from `evict`, its per-node facts included (they repeat `evict`'s first lines on purpose): the
+    ghost that compares an eviction's outcome with it must not share code with `evict`, or a mutant
+    of that code (`kvmc mutate` mutates transitions only) would move both sides at once."""
     K = x.cfg.num_atoms
     if K == 0:
         return False, False
