@@ -214,3 +214,27 @@ def test_a_patch_that_raises_while_the_model_runs_is_one_file_line_exit_2(tmp_pa
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"{f}:5:" in lines[0] and "ValueError" in lines[0] and "no free today" in lines[0], err
     assert "Traceback" not in err
+
+
+def test_review_of_a_revision_older_than_a_property(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A base revision whose specs/ lack a property the head has: the base side does not ask it (it
+    crashed with KeyError before), the row says "only on head"; on a config the property does not
+    apply to (the HiCache-only one on `small`) neither side checks it and the row says so."""
+    try:
+        first = _git("log", "--format=%H", "--reverse", "-S", "recompute_only_when_short", "--", "specs/properties.py")
+        older = _git("rev-parse", f"{first.splitlines()[0]}^") if first else ""
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        older = ""
+    if not older:
+        pytest.skip("no git history before recompute_only_when_short (not a checkout, or a shallow one)")
+    rc, out, err = _review(capsys, "--base-rev", older, "--head-rev", "HEAD", "--config", "small", "--property",
+                           "no_prefill_oom", "--property", "recompute_only_when_short", "--config", "hicache_evict",
+                           "--depth", "1", "--format", "json", "--out", str(tmp_path))
+    assert rc == 0, err
+    rows = {r["property"]: r for r in json.loads(out)["properties"]}
+    assert rows["no_prefill_oom"]["change"] == "unchanged"
+    assert rows["recompute_only_when_short"]["change"] == "only on head", rows["recompute_only_when_short"]
+    rc, out, err = _review(capsys, "--base-rev", older, "--head-rev", "HEAD", "--config", "small", "--property",
+                           "no_prefill_oom", "--property", "recompute_only_when_short", "--depth", "1", "--format", "json",
+                           "--out", str(tmp_path / "small"))
+    assert rc == 2 and "recompute_only_when_short" in err  # applies to none of the configs named
