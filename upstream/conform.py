@@ -48,7 +48,7 @@ def row_names() -> tuple[str, ...]:
 
 
 def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[str], examples: int, seed: int,
-            root: Path, overrides: Sequence[str] = (), device: str = "cpu") -> dict[str, Any]:
+            root: Path, overrides: Sequence[str] = (), device: str = "cpu", generated: Sequence[str] = ()) -> dict[str, Any]:
     path = release_path(root, version)
     from .install import MARKER
     from .sched.replay import extras_dir
@@ -64,6 +64,8 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
         cmd += ["--row", r]
     for o in overrides:
         cmd += ["--override", str(Path(o).resolve())]
+    for g in generated:
+        cmd += ["--generated-mutant", g]
     if device != "cpu":
         cmd += ["--device", device]
     t0 = time.time()
@@ -77,7 +79,8 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
 def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000, seed: int = 0,
         root: Path | None = None, design: str | None = None, mutants: Sequence[str] = (), jobs: int = 2,
         do_install: bool = False, overrides: Sequence[str] = (),
-        pairs: Sequence[tuple[str, str]] | None = None, device: str = "cpu") -> list[dict[str, Any]]:
+        pairs: Sequence[tuple[str, str]] | None = None, device: str = "cpu",
+        generated: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Conform each release to its preset (or to `design`); `pairs` (release, preset) instead of
     `versions` runs exactly those (`--all`: every preset that names a release, `current` included).
     A pair whose preset has the same flags as another pair's on the same release is not run twice:
@@ -112,6 +115,14 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         bad = [m for m in mutants if m not in available()]
         if bad:
             raise UpstreamUsageError(f"unknown mutant(s) {bad}; expected some of {sorted(available())}")
+    if generated:  # `kvmc mutate`'s ids: checked here, before any worker starts
+        from checker.mutation.operators import by_id
+
+        for g in generated:
+            try:
+                by_id(g)
+            except KeyError as e:
+                raise UpstreamUsageError(str(e.args[0])) from None
     for o in overrides:
         if not Path(o).is_file():
             raise UpstreamUsageError(f"override file {o!r} does not exist (expected a .py file with REPLACES and replacement)")
@@ -127,12 +138,12 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
     for v, d in pairs:
         runs.setdefault((v, tuple(sorted(_preset(d).flags().items(), key=str))), (v, d))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides, device)
+        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides, device, generated)
                 for key, (v, d) in runs.items()}
         out = []
         for v, d in pairs:
             res = futs[(v, tuple(sorted(_preset(d).flags().items(), key=str)))].result()
-            if res.get("design") not in (d, None) and not mutants and not overrides:
+            if res.get("design") not in (d, None) and not mutants and not overrides and not generated:
                 res = {**res, "design": d, "same_flags_as": res["design"]}
             out.append(res)
         return out
@@ -289,7 +300,8 @@ def cmd_conform(args: Any) -> int:
             versions = [r.version for r in preset_releases()] if args.all else args.sglang
             results = run(versions, args.transition or (), args.examples, args.seed, Path(args.dir) if args.dir else None,
                           args.design, args.mutant, args.jobs, args.install, args.override or (), pairs=pairs,
-                          device=getattr(args, "device", "cpu") or "cpu")
+                          device=getattr(args, "device", "cpu") or "cpu",
+                          generated=getattr(args, "generated_mutant", None) or ())
     except UpstreamUsageError as e:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--design", required=True)
     p.add_argument("--mutant", action="append", default=[])
     p.add_argument("--override", action="append", default=[], help="a file with REPLACES and replacement()")
+    p.add_argument("--generated-mutant", action="append", default=[], help="a `kvmc mutate --list` id")
     p.add_argument("--row", action="append", default=[])
     p.add_argument("--examples", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
@@ -189,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
             mod = _load_override(path)
             overrides[mod.REPLACES] = mod.replacement
         design = Design(design.name + "+override", design.fixes, design.mutants, overrides)
+    if a.generated_mutant:  # `kvmc mutate`'s generated mutants, compiled here from today's source
+        from checker.mutation.operators import by_id, design_for
+
+        for mid in a.generated_mutant:
+            design = design_for(by_id(mid), design)
     rows = [ROWS[r] for r in (a.row or list(ROWS))]
     out = {"version": a.version, "design": design.name, "device": a.device, "kernels": launched,
            "import_seconds": round(import_s, 1), "rows": []}

@@ -87,6 +87,19 @@ def cmd_mutate(args: argparse.Namespace) -> int:
             raise UsageError(f"{name}={v} must be at least {lo}")
     if args.fail_under is not None and not 0 <= args.fail_under <= 1:
         raise UsageError(f"--fail-under={args.fail_under} must be a fraction between 0 and 1")
+    if args.conform_examples < 1:
+        raise UsageError(f"--conform-examples={args.conform_examples} must be at least 1")
+    if args.conform is not None:
+        from upstream.errors import UpstreamUsageError
+        from upstream.install import default_dir, release_path
+        from upstream.releases import release
+
+        try:
+            if release(args.conform).api is None:
+                raise UpstreamUsageError(f"SGLang {args.conform}: the conformance harness has no adapter for it")
+            release_path(default_dir(), args.conform)
+        except UpstreamUsageError as e:
+            raise UsageError(f"--conform {args.conform}: {e}") from None
     _check_writable(args.save, "--save")
     _check_writable(args.markdown, "--markdown")
     cache = None
@@ -118,7 +131,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     try:
         mutate(ms, configs, args.budget, args.jobs, args.equiv_timeout, args.divergence_time,
                progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)), into=outcomes,
-               cache=cache)
+               cache=cache, conform=args.conform, conform_examples=args.conform_examples)
     except interrupt.Interrupted as e:  # every child is stopped by now: report the mutants settled so far
         done = [o for o in outcomes if o.status != "pending"]
         for o in done:  # a survivor the interrupt caught before its classification
@@ -165,6 +178,11 @@ def add_parser(sub: Any) -> Any:
     pm.add_argument("--baseline-cache", default=None, metavar="DIR",
                     help="keep the model's own baseline searches here and reuse them while model/, specs/ and the "
                          "engines are unchanged (created if missing)")
+    pm.add_argument("--conform", default=None, metavar="VERSION",
+                    help="run the survivors through `kvmc conform` against this installed SGLang release: one that "
+                         "disagrees with SGLang where the model agrees is killed by conformance")
+    pm.add_argument("--conform-examples", type=int, default=100, metavar="N",
+                    help="scenarios per conformance row with --conform (default 100)")
     pm.add_argument("--list", action="store_true", help="list the selected mutants and stop")
     pm.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     pm.add_argument("--save", default=None, metavar="FILE.json", help="also write the JSON report (atomically)")

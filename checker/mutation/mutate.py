@@ -6,7 +6,9 @@ Per mutant (checker/mutation/operators.py):
     unreached   no config's step executes the mutated line (checker/mutation/coverage.py)
     invalid     the mutated model raises a Python error: every engine stops on it (not counted)
     killed      an engine found a property violated, or left vacuous where the model is not
-                (checker/mutation/runner.py), within the budget
+                (checker/mutation/runner.py), within the budget; or, with `--conform VERSION`, a
+                survivor disagrees with that SGLang release where the model agrees
+                (checker/mutation/conformance.py, engine "conform")
     equivalent  z3 proves the mutant's step equal to the model's from every state the lemmas
                 allow, on every config that runs it (checker/mutation/equivalence.py)
     survived    none of the above; the report says which kind of gap, with evidence:
@@ -41,6 +43,8 @@ EQUIV_TIMEOUT_S = 60.0
 DIVERGENCE_S = 60.0
 FINDINGS_DEPTH = 1  # the model's own violations looked for before the hunt (prompt_prefilled is at depth 1)
 FINDINGS_S = 60.0
+CONFORM_EXAMPLES = 100  # scenarios per conformance row for a survivor (and for the model's own baseline)
+CONFORM_SEED = 29
 
 
 @dataclass
@@ -180,11 +184,14 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
 def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_BUDGET_S, workers: int = 1,
            equiv_timeout_s: float = EQUIV_TIMEOUT_S, divergence_s: float = DIVERGENCE_S,
            progress: Callable[[str], None] | None = None, into: list[Outcome] | None = None,
-           cache: Any = None) -> list[Outcome]:
+           cache: Any = None, conform: str | None = None, conform_examples: int = CONFORM_EXAMPLES) -> list[Outcome]:
     """Every mutant's outcome (module docstring). `into`: a list the outcomes are put in as they
     are created (status "pending" until settled), so an interrupted run can report what it settled.
     `cache` (baseline_cache.BaselineCache): the model's own baseline searches and first-step BMC,
-    reused from an earlier run on the same sources."""
+    reused from an earlier run on the same sources. `conform` (a SGLang release, installed): the
+    survivors are run through `kvmc conform` against it before they are classified
+    (checker/mutation/conformance.py); one whose rows disagree with SGLang where the model agrees
+    is killed by conformance."""
     from checker.mutation import runner
     from checker.mutation.coverage import configs_running
 
@@ -334,6 +341,22 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
         if findings and o.status in ("killed", "survived") and set(o.configs) & set(findings):
             o.excluded = {c: sorted(findings[c]) for c in o.configs if c in findings}
     survivors = [o for o in todo if o.status == "survived"]
+    if survivors and conform is not None:
+        from checker.mutation import conformance
+
+        say(f"conformance: the model against SGLang {conform} ({conform_examples} scenarios a row), then "
+            f"{len(survivors)} survivor(s)")
+        base = conformance.baseline(conform, conform_examples, CONFORM_SEED)
+        for o in survivors:
+            k = conformance.conform_kill(o.mutant.id, conform, conform_examples, CONFORM_SEED, base)
+            if k is not None:
+                o.status, o.kill, o.evidence = "killed", k, k.pop("evidence", "")
+                o.seconds += k["seconds"]  # the hunt's budget, then the conformance run
+                say(f"  {o.mutant.id}: killed by conformance ({k['property']}: {k['disagreed']} of {k['scenarios']} "
+                    f"scenarios disagree), {k['seconds']:.1f}s")
+            else:
+                say(f"  {o.mutant.id}: agrees with SGLang {conform} wherever the model does")
+        survivors = [o for o in survivors if o.status == "survived"]
     if survivors:
         say(f"classifying {len(survivors)} survivor(s): equivalence (z3) and divergence")
 

@@ -361,6 +361,21 @@ def find(transition: str, op: str, before: str, after: str | None = None) -> Mut
     return hits[0]
 
 
+def by_id(mid: str) -> Mutant:
+    """The generated mutant `mid` (`<transition>@<line>:<operator>:<k>`, as `kvmc mutate --list`
+    prints it for today's source); KeyError naming the transition's mutants by that operator if none."""
+    transition, _, rest = mid.partition("@")
+    op = rest.split(":")[1] if rest.count(":") == 2 else ""
+    if transition not in transitions() or op not in OPERATORS:
+        raise KeyError(f"generated mutant {mid!r}: expected <transition>@<line>:<operator>:<k> "
+                       f"as `kvmc mutate --list` prints it")
+    hits = [m for m in generate(transition=transition, ops=(op,)) if m.id == mid]
+    if not hits:
+        have = [m.id for m in generate(transition=transition, ops=(op,))]
+        raise KeyError(f"no generated mutant {mid!r} in today's source (its {op} mutants: {have})")
+    return hits[0]
+
+
 def compile_mutant(m: Mutant) -> Callable[..., Any]:
     """The mutated transition as a function with the original's signature (nothing is written)."""
     i, v = _locate(m)

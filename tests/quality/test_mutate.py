@@ -88,7 +88,9 @@ def _run(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
 def test_bad_input_is_one_line_and_exit_2() -> None:
     for args, what in ((["--module", "nope"], "unknown module 'nope'"), (["--config", "nope"], "unknown config 'nope'"),
                        (["--operator", "nope"], "unknown operator 'nope'"), (["--budget", "0"], "--budget=0.0"),
-                       (["--mutant", "alloc@1:drop:9"], "unknown mutant")):
+                       (["--mutant", "alloc@1:drop:9"], "unknown mutant"),
+                       (["--conform", "9.9.9"], "--conform 9.9.9: unknown SGLang release '9.9.9'"),
+                       (["--conform", "0.5.13", "--conform-examples", "0"], "--conform-examples=0")):
         p = _run(*args, timeout=300)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and what in lines[0], (args, p.stderr)

@@ -1,0 +1,40 @@
+"""`kvmc mutate --conform`: a survivor of every property that SGLang tells apart from the model.
+
+`add_chunked_req`'s clip of the chunked request's `max_new_tokens` by `max` for `min` (an
+over-reservation) breaks no safety property: every engine lets it survive (docs/mutants.md). SGLang's
+own `PrefillAdder.add_chunked_req` charges the clipped amount, so the conformance rows disagree, where
+the unmutated model agrees on the same scenarios. A mutant that changes nothing the rows observe
+(the load-back's eviction amounts swapped: the HiCache admission row sees the same decisions) is not killed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checker.mutation import conformance
+from checker.mutation.operators import find, generate
+
+VERSION = "0.5.13"  # a CI release (tests/upstream/conftest.py)
+ROWS = ("add_chunked_req", "add_one_req/hicache")  # the chunked request's budget; admissions that load host hits back
+
+
+@pytest.fixture(scope="module")
+def base(sglang_root: Path) -> dict[str, Any]:
+    b = conformance.baseline(VERSION, 40, 29, ROWS)
+    assert b == {r: 0 for r in ROWS}, b  # the model agrees: a disagreement is the mutant's
+    return b
+
+
+def test_conformance_kills_a_survivor_that_sglang_tells_apart(base: dict[str, Any]) -> None:
+    m = find("add_chunked_req", "minmax", "x.min(enqueue.max_new_tokens(x, s, r), x.cfg.clip_max_new_tokens)")
+    k = conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS)
+    assert k is not None and k["engine"] == "conform" and k["disagreed"] > 0, k
+    assert "add_chunked_req" in k["property"] and "SGLang 0.5.13" in k["evidence"], k
+
+
+def test_a_mutant_the_rows_do_not_observe_is_not_killed(base: dict[str, Any]) -> None:
+    [m] = [m for m in generate(transition="init_load_back", ops=("swap",)) if m.before.startswith("radix_cache.evict(")]
+    assert conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS) is None
