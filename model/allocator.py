@@ -134,7 +134,10 @@ def evict_from_tree_cache(x: Ctx, s: State, num_tokens: Any, site: str, extra_lo
     """Evict from the tree until `num_tokens` fit in each pool, or nothing evictable is left.
 
     Hybrid SWA: `tree.evict(full=max(0, N - avail_F), swa=max(0, N - avail_S))`. Plain: the
-    shortfall `N - avail` (#32016; before it the whole `N` was requested, which only evicts more)."""
+    shortfall `N - avail` (`evict_shortfall`, #32016, v0.5.17); before it the whole `N` whenever
+    `avail < N` (mem_cache/common.py::evict_from_tree_cache, v0.5.13), which evicts more."""
     full_need = x.clamp0(num_tokens - s.full_available)
+    if not x.cfg.hybrid_swa and not x.on("evict_shortfall"):
+        full_need = x.ite(s.full_available < num_tokens, num_tokens, 0)
     swa_need = x.clamp0(num_tokens - swa_available_size(x, s)) if x.cfg.hybrid_swa else 0
     return radix_cache.evict(x, s, full_need, swa_need, site, extra_locks)

@@ -272,6 +272,16 @@ FIXES: dict[str, Fix] = {
             off="A' = max(A, C + 2a) (v0.5.13-0.5.15.post1)",
         ),
         Fix(
+            "evict_shortfall",
+            32016,
+            "",
+            "v0.5.17",
+            "the plain allocator's evict_from_tree_cache asks the tree for the shortfall num_tokens - available_size() "
+            "(#32016), as the hybrid-SWA arm always did",
+            off="asks the tree for the whole num_tokens whenever available_size() < num_tokens (v0.5.10.post1-0.5.16; "
+            "evicts more, never less)",
+        ),
+        Fix(
             "spec_retract_length_order",
             0,
             "",
@@ -461,6 +471,7 @@ _V0518 = {
     "eagle_v1_removed": "on",  # #25464 (v0.5.13): spec v2 only
     "spec_v2_page_align": "on",  # v0.5.16
     "spec_retract_length_order": "on",  # v0.5.17
+    "evict_shortfall": "on",  # #32016 (v0.5.17)
     "enqueue_clip_max_new": "on",  # #25126 (v0.5.12.post1)
     "swa_release_threshold": "max_w_ps",  # #29860 (v0.5.15.post1)
     "swa_leaf_window_cap": "on",  # #26919 (unified cache, v0.5.16)

@@ -459,8 +459,10 @@ class Scheduler:
 
     def evict_from_tree_cache(self, num_tokens: int, ch: Chooser, site: str) -> None:
         """`evict_from_tree_cache`: SWA: evict(full = N - avail_F, swa = N - avail_S) if short;
-        plain: the shortfall N - avail (#32016)."""
+        plain: the shortfall N - avail (`evict_shortfall`, #32016), before it the whole N when short."""
         full_need = max(0, num_tokens - self.alloc.full_available_size())
+        if not self.hybrid and not self.design.on("evict_shortfall"):
+            full_need = num_tokens if self.alloc.full_available_size() < num_tokens else 0
         swa_need = max(0, num_tokens - self.alloc.swa_available_size()) if self.hybrid else 0
         with ch.scope(site):
             self.tree.evict(full_need, swa_need, ch)

@@ -71,7 +71,8 @@ ABSTRACTIONS: list[Abstraction] = [
         "the reverse for the same pools), hence no_prefill_oom's and the busy checks' reachable states: kvmc "
         "explores fewer cache-hit states after an eviction of a shared prefix. conservation and well_formed per "
         "state are unaffected (the tokens are accounted either way).",
-        ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa"),
+        ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa",
+         "alloc_for_extend", "alloc_for_extend/swa"),
         lambda sc, diffs, d, v: _cross_request_sharing(sc, diffs, d, v) or _cross_request_dedup(sc, diffs, d, v),
     ),
     Abstraction(
@@ -100,7 +101,8 @@ ABSTRACTIONS.append(Abstraction(
     "RuntimeError ends the scheduler either way (no_prefill_oom / no_decode_oom are violated in both); only "
     "the message differs (a CUDA fault, the process's CUDA context lost)",
     ("PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "SWATokenToKVPoolAllocator/ring", "RadixCache",
-     "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa"),
+     "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa", "alloc_for_extend",
+     "alloc_for_extend/swa"),
     lambda sc, diffs, d, v: False,  # assigned by the worker when the guard fires, never from diffs
 ))
 

@@ -38,7 +38,7 @@ ROW_NAMES = (
     "add_chunked_req/swa_ring", "add_one_req/hicache", "_swa_budget_for_req", "budget_state",
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
-    "UnifiedRadixCache", "UnifiedRadixCache/swa",
+    "UnifiedRadixCache", "UnifiedRadixCache/swa", "alloc_for_extend", "alloc_for_extend/swa",
 )
 
 

@@ -14,6 +14,12 @@ and a sequence of operations as the scheduler performs them:
 * `finish r`: the rest of its prefill if any, then `release_kv_cache` (`cache_finished_req`, the
   ReqToTokenPool slot freed).
 * `evict n`: `tree.evict(num_tokens=n, swa_num_tokens=n)`.
+* `batch k0 k1` (rows `alloc_for_extend`, `alloc_for_extend/swa` only): both requests prefill their
+  next k0 / k1 tokens in one extend batch, through SGLang's own allocation step of `alloc_for_extend`
+  (`alloc_token_slots`, or `alloc_paged_token_slots_extend`: `evict_from_tree_cache` for the batch,
+  then the allocator; real.extend_batch) beside the model's `schedule_batch.alloc_for_extend`. What it
+  leaves out of `alloc_for_extend`: `maybe_evict_swa` (the `_evict_swa` transition, compared nowhere
+  here) and `alloc_req_slots` (a request's row is taken at its first chunk, as for `chunk`).
 
 After each operation the allocator's free sizes and the tree's evictable / protected sizes are
 compared. Eviction: SGLang evicts LRU leaves; kvmc lets eviction pick any minimal set of
@@ -37,7 +43,7 @@ from model import radix_cache, schedule_batch
 from model.config import Config, concrete_params
 from model.designs import Design
 from model.ops import Concrete, Infeasible
-from model.state import CHUNKED, FINISHED, OOM_ASSERT, RUNNING, WAITING
+from model.state import CHUNKED, FINISHED, OOM_ASSERT, OOM_NONE, OOM_PREFILL, RUNNING, WAITING
 from model.transition import Ctx
 
 from . import real
@@ -57,39 +63,56 @@ class Life:
     ops: tuple
     tree: str = ""  # radix | swa_radix | unified ("": the plain / SWA tree by `swa`)
     busy: bool = False  # also run SGLang's busy-time memory check after each operation
+    batch: bool = False  # draw `batch` operations (two requests in one extend batch)
 
     @property
     def kind(self) -> str:
         """The tree class; for a busy-check scenario the release's own default (real.default_tree)."""
-        if self.busy and not self.tree:
+        if (self.busy or self.batch) and not self.tree:
             return real.default_tree(self.swa)
         return self.tree or ("swa_radix" if self.swa else "radix")
 
     def describe(self) -> str:
         w = f", window={self.window}" if self.swa else ""
         comps = (" (FULL+SWA)" if self.swa else " (FULL)") if self.kind == "unified" else ""
-        busy = "busy check on " if self.busy else ""
+        busy = "busy check on " if self.busy else ("extend batches on " if self.batch else "")
         return (f"{busy}{TREES[self.kind]}{comps}, page_size={self.page_size}{w}, pool={self.pool}, "
                 f"warm={self.warm}, reqs={list(self.reqs)}, ops={list(self.ops)}")
 
 
 @st.composite
-def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False) -> Life:
-    ps = draw(st.sampled_from([1, 4]))
-    warm = ps * draw(st.integers(0, 3))
+def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False, batch: bool = False) -> Life:
+    ps = draw(st.sampled_from([1, 4, 4] if batch else [1, 4]))  # a batch's page slack needs page_size > 1
+    # a batch row: always a warm prefix, the tree's one source of evictable tokens while both
+    # requests are in a batch (each locks what it shares)
+    warm = ps * draw(st.integers(1 if batch else 0, 3))
     reqs = []
     for _ in range(2):
-        shares = warm > 0 and draw(st.booleans())
+        if batch:
+            shares = draw(st.sampled_from([False, False, True]))
+        else:
+            shares = warm > 0 and draw(st.booleans())
         lo = warm + 1 if shares else 1
         reqs.append((draw(st.integers(lo, lo + 24)), shares))
-    op = st.one_of(
+    ops = [
         st.tuples(st.just("chunk"), st.integers(0, 1), st.integers(1, 12)),
         st.tuples(st.just("stash"), st.integers(0, 1)),
         st.tuples(st.just("finish"), st.integers(0, 1)),
         st.tuples(st.just("evict"), st.integers(1, 24)),
-    )
-    return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, ps * 24, warm, tuple(reqs),
-                tuple(draw(st.lists(op, min_size=1, max_size=8))), tree, busy)
+    ]
+    window = draw(st.integers(1, 12)) if swa else 0
+    if not batch:
+        return Life(ps, swa, window, ps * 24, warm, tuple(reqs), tuple(draw(st.lists(st.one_of(*ops), min_size=1,
+                                                                                         max_size=8))), tree, busy)
+    # the scenario opens with a batch of both requests, in a pool drawn around that batch's demand
+    # (its page-rounded extend, less a page to two pages more): where the eviction's amount decides
+    # what stays in the tree and whether the allocation fits
+    k = (draw(st.integers(1, 12)), draw(st.integers(1, 12)))
+    ext = sum(min(k[i], n - (warm if shares else 0)) for i, (n, shares) in enumerate(reqs))
+    pool = max(ps * 4, warm + -(-ext // ps) * ps + ps * draw(st.integers(-1, 2)))
+    ops.append(st.tuples(st.just("batch"), st.integers(1, 12), st.integers(1, 12)))
+    rest = draw(st.lists(st.one_of(*ops), max_size=7))
+    return Life(ps, swa, window, pool, warm, tuple(reqs), (("batch", *k), *rest), tree, busy, batch)
 
 
 class _Enumerate:
@@ -200,30 +223,55 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         stashed[r] = True
         dies(label, lambda: real.stash(reqs[r], tree), lambda: radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]"))
 
+    def admit(r: int, label: str) -> bool:
+        """Request r's first chunk: match (compared), a ReqToTokenPool row, the prefix written to
+        it, the PrefillAdder's persistent lock; or, for a request with KV, the stash of its last
+        chunk. False when the ReqToTokenPool has no row."""
+        nonlocal s
+        req = reqs[r]
+        if state[r] != "new":
+            stash(r, label)
+            return True
+        req.init_next_round_input(tree)
+        with x.scope(f"admit[{r}]"):
+            s, m, _fresh = match_prefix(x, s, r)
+        obs.append((f"{label}: prefix", real.prefix_len(req), m.prefix_len))
+        if pool.alloc([req]) is None:
+            return False
+        pre = real.prefix_len(req)
+        pool.write((real.row_of(req), slice(0, pre)), real.prefix_indices(req, tree))
+        real.persistent_lock(tree, req, sc.swa)
+        s, top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
+        s = s.req(r, last_node=m.last_device_node, swa_lock_top=top, cache_protected_len=m.prefix_len,
+                  kv_committed_len=m.prefix_len, kv_allocated_len=m.prefix_len, status=CHUNKED)
+        s = s.set(req_pool_available=s.req_pool_available - 1)
+        real.set_protected(req, pre)
+        committed[r] = pre
+        state[r] = "prefilling"
+        return True
+
+    def extended(r: int, k: int, out: Any) -> None:
+        """Request r got its next k slots `out` (both sides): written to its row, its lengths."""
+        nonlocal s
+        req = reqs[r]
+        start = committed[r]
+        pool.write((real.row_of(req), slice(start, start + k)), out)
+        stashed[r] = False
+        committed[r] = start + k
+        real.set_kv_lens(req, start + k, start + k)
+        real.set_fill(req, real.prefix_len(req), start + k)
+        done = start + k == sc.reqs[r][0]
+        s = s.req(r, kv_committed_len=start + k, kv_allocated_len=start + k, status=RUNNING if done else CHUNKED)
+        if done:
+            state[r] = "done"
+
     def chunk(r: int, k: int, label: str) -> bool:
         """Prefill k more tokens of request r (stash first if it already has KV)."""
         nonlocal s
         req = reqs[r]
         fill = sc.reqs[r][0]
-        if state[r] == "new":
-            req.init_next_round_input(tree)
-            with x.scope(f"admit[{r}]"):
-                s, m, _fresh = match_prefix(x, s, r)
-            obs.append((f"{label}: prefix", real.prefix_len(req), m.prefix_len))
-            if pool.alloc([req]) is None:
-                return False
-            pre = real.prefix_len(req)
-            pool.write((real.row_of(req), slice(0, pre)), real.prefix_indices(req, tree))
-            real.persistent_lock(tree, req, sc.swa)
-            s, top = radix_cache.inc_lock_ref(x, s, m.last_device_node)
-            s = s.req(r, last_node=m.last_device_node, swa_lock_top=top, cache_protected_len=m.prefix_len,
-                      kv_committed_len=m.prefix_len, kv_allocated_len=m.prefix_len, status=CHUNKED)
-            s = s.set(req_pool_available=s.req_pool_available - 1)
-            real.set_protected(req, pre)
-            committed[r] = pre
-            state[r] = "prefilling"
-        else:
-            stash(r, label)
+        if not admit(r, label):
+            return False
         start = committed[r]
         k = min(k, fill - start)
         if k <= 0:
@@ -233,20 +281,50 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         need = x.ceil_page(start + k) - x.ceil_page(start)
         from model import allocator as ma
 
-        ok = ma.can_alloc(x, s, need)
+        ok = ma.extend_fits(x, s, need, k, 1)
         obs.append((f"{label}: alloc returned None", out is None, not ok))
         if out is None or not ok:
             return False
-        pool.write((real.row_of(req), slice(start, start + k)), out)
         s = ma.alloc(x, s, need)
-        stashed[r] = False
-        committed[r] = start + k
-        real.set_kv_lens(req, start + k, start + k)
-        real.set_fill(req, real.prefix_len(req), start + k)
-        s = s.req(r, kv_committed_len=start + k, kv_allocated_len=start + k,
-                  status=RUNNING if start + k == fill else CHUNKED)
-        if start + k == fill:
-            state[r] = "done"
+        extended(r, k, out)
+        return True
+
+    def batch(ks: tuple[int, int], label: str) -> bool:
+        """Both unfinished requests prefill their next ks[r] tokens in one extend batch: SGLang's
+        allocation step of `alloc_for_extend` (real.extend_batch: its eviction, then the allocator)
+        beside the model's `alloc_for_extend`, every eviction the model allows enumerated; SGLang's
+        outcome (refused or not, and the sizes after) must be one of them. False ends the scenario
+        (a refusal is the scheduler's "Prefill out of memory")."""
+        nonlocal s
+        members = [r for r in range(2) if state[r] in ("new", "prefilling")]
+        for r in members:
+            if not admit(r, label):
+                return False
+        ns = [min(ks[r], sc.reqs[r][0] - committed[r]) if r in members else 0 for r in range(2)]
+        members = [r for r in members if ns[r] > 0]
+        if not members:
+            return True
+        out = real.extend_batch(tree, [pool.req_to_token[real.row_of(reqs[r])] for r in members],
+                                [committed[r] for r in members], [ns[r] for r in members], ps)
+        got = real.tree_sizes(tree, alloc)
+        outcomes = _model_batches(x, s, tuple(r in members for r in range(2)), tuple(committed), tuple(ns))
+        match = [o for o in outcomes if (o.oom == OOM_PREFILL) == (out is None) and _sizes(x, o) == got]
+        obs.append((f"{label}: SGLang's extend batch (refused: {out is None}) is one the model allows", True,
+                    bool(match)))
+        if not match:
+            refused = sorted({bool(o.oom == OOM_PREFILL) for o in outcomes})
+            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
+                        (out is None, got), (bool(outcomes[0].oom == OOM_PREFILL), _sizes(x, outcomes[0]))
+                        if outcomes else None))
+            return False
+        s = match[0]
+        if out is None:
+            return False
+        at = 0
+        for r in members:
+            extended(r, ns[r], out[at:at + ns[r]])
+            at += ns[r]
+        s = s.set(oom=OOM_NONE)
         return True
 
     # the release's finish through checkpoint_into_tree (0.5.22+) is the model's `finish_checkpoint`
@@ -291,6 +369,10 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                     continue
                 if not chunk(r, op[2], label):
                     break  # an allocation failure ends the scenario (the scheduler would die)
+            elif op[0] == "batch":
+                last_r[0] = None  # both ran: neither is parked (the busy check is not asked here)
+                if not batch((op[1], op[2]), label):
+                    break
             elif op[0] == "stash":
                 r = op[1]
                 if state[r] not in ("prefilling", "done"):
@@ -335,16 +417,29 @@ class _SchedulerDied(Exception):
     would: the scenario ends there."""
 
 
-def _model_evictions(x: Ctx, s: Any, n: int) -> list[Any]:
-    """Every state the model's `evict_from_tree_cache`-style eviction of (n, n) may reach."""
+def _enumerated(x: Ctx, step: Any) -> list[Any]:
+    """Every state `step(xe)` may reach, its boolean choices (the eviction's) enumerated."""
     out = []
     oracle = _Enumerate()
     for _ in range(4096):
         xe = Ctx(Concrete(oracle), x.cfg, x.design, x.p)
         try:
-            out.append(radix_cache.evict(xe, s, n, n if x.cfg.hybrid_swa else 0, "evict"))
+            out.append(step(xe))
         except Infeasible:
             pass
         if not oracle.next():
             break
     return out
+
+
+def _model_batches(x: Ctx, s: Any, members: tuple[bool, ...], prefix: tuple[int, ...],
+                   extend: tuple[int, ...]) -> list[Any]:
+    """Every state the model's `alloc_for_extend` of this batch may reach; rows are already taken
+    (fresh_slot False)."""
+    return _enumerated(x, lambda xe: schedule_batch.alloc_for_extend(xe, s, members, prefix, extend,
+                                                                     (False,) * len(members)))
+
+
+def _model_evictions(x: Ctx, s: Any, n: int) -> list[Any]:
+    """Every state the model's `evict_from_tree_cache`-style eviction of (n, n) may reach."""
+    return _enumerated(x, lambda xe: radix_cache.evict(xe, s, n, n if x.cfg.hybrid_swa else 0, "evict"))

@@ -437,6 +437,35 @@ def extend_slots(alloc: Any, row: Any, prefix: int, n: int, page_size: int) -> A
     return alloc.alloc_extend(ints([prefix]), cpu_ints([prefix]), ints([prefix + n]), cpu_ints([prefix + n]), ints([last]), n)
 
 
+def _allocation_module() -> Any:
+    """Where `alloc_token_slots` / `alloc_paged_token_slots_extend` live: mem_cache/common.py up to
+    0.5.15.post1, mem_cache/allocation.py from 0.5.16."""
+    try:
+        return importlib.import_module("sglang.srt.mem_cache.allocation")
+    except ImportError:
+        return importlib.import_module("sglang.srt.mem_cache.common")
+
+
+def extend_batch(tree: Any, rows: list[Any], prefixes: list[int], ns: list[int], page_size: int) -> Any:
+    """One extend batch's KV, SGLang's own allocation step of `alloc_for_extend`: `alloc_token_slots(
+    tree, sum(ns))` at page_size 1, else `alloc_paged_token_slots_extend` (each evicts from the tree
+    first: `evict_from_tree_cache`, extend + batch_size * page_size when paged). The slots, or None for
+    the RuntimeError ("Prefill out of memory") those raise."""
+    mod = _allocation_module()
+    total = sum(ns)
+    try:
+        if page_size == 1:
+            return mod.alloc_token_slots(tree, total)
+        last = [int(row[p - 1]) if p else -1 for row, p in zip(rows, prefixes)]
+        seqs = [p + n for p, n in zip(prefixes, ns)]
+        return mod.alloc_paged_token_slots_extend(tree, ints(prefixes), cpu_ints(prefixes), ints(seqs), cpu_ints(seqs),
+                                                  ints(last), total)
+    except RuntimeError as e:
+        if "out of memory" not in str(e).lower():
+            raise
+        return None
+
+
 def set_kv_lens(req: Any, committed: int, allocated: int) -> None:
     """`kv_committed_len` / `kv_allocated_len` as the release keeps them (from 0.5.18 the allocated
     length lives in `req.kv`, a `ReqKvInfo` set by the allocation)."""

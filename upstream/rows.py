@@ -508,10 +508,10 @@ def _no_swa_budget(design: Design, version: str) -> str | None:
     return None
 
 
-def _life(swa: bool, tree: str = "", busy: bool = False) -> Any:
+def _life(swa: bool, tree: str = "", busy: bool = False, batch: bool = False) -> Any:
     from .lifecycle import lives
 
-    return lives(swa, tree, busy)
+    return lives(swa, tree, busy, batch)
 
 
 def _busy_row(swa: bool) -> Callable[[Design, str], str | None]:
@@ -592,6 +592,11 @@ ROWS: dict[str, Row] = {
             _busy_row(False)),
         Row("busy_check/swa", "the same on the release's hybrid-SWA tree (both pool equations)",
             lambda: _life(True, "", True), _run_life, _busy_row(True)),
+        Row("alloc_for_extend", "both requests' chunks in one extend batch: SGLang's alloc_token_slots / "
+            "alloc_paged_token_slots_extend (evict_from_tree_cache, then the allocator) on the release's plain tree",
+            lambda: _life(False, "", False, True), _run_life),
+        Row("alloc_for_extend/swa", "the same on the release's hybrid-SWA tree and allocator",
+            lambda: _life(True, "", False, True), _run_life),
         Row("UnifiedRadixCache", "request lifecycles on UnifiedRadixCache with a FULL component only",
             lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "

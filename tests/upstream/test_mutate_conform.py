@@ -5,6 +5,10 @@ over-reservation) breaks no safety property: every engine lets it survive (docs/
 own `PrefillAdder.add_chunked_req` charges the clipped amount, so the conformance rows disagree, where
 the unmutated model agrees on the same scenarios. A mutant that changes nothing the rows observe
 (the load-back's eviction amounts swapped: the HiCache admission row sees the same decisions) is not killed.
+
+`alloc_for_extend`'s page of slack counted for the requests outside the batch (`not batch[r]`) is a
+survivor no engine drove to a failing allocation; in a batch of both requests it evicts less than SGLang's
+`alloc_paged_token_slots_extend`, which the `alloc_for_extend` row sees in the tree's sizes.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from checker.mutation import conformance
 from checker.mutation.operators import find, generate
 
 VERSION = "0.5.13"  # a CI release (tests/upstream/conftest.py)
-ROWS = ("add_chunked_req", "add_one_req/hicache")  # the chunked request's budget; admissions that load host hits back
+# the chunked request's budget; admissions that load host hits back; two requests in one extend batch
+ROWS = ("add_chunked_req", "add_one_req/hicache", "alloc_for_extend")
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +43,10 @@ def test_conformance_kills_a_survivor_that_sglang_tells_apart(base: dict[str, An
 def test_a_mutant_the_rows_do_not_observe_is_not_killed(base: dict[str, Any]) -> None:
     [m] = [m for m in generate(transition="init_load_back", ops=("swap",)) if m.before.startswith("radix_cache.evict(")]
     assert conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS) is None
+
+
+def test_conformance_kills_the_extend_batch_eviction_survivor(base: dict[str, Any]) -> None:
+    m = find("alloc_for_extend", "negate", "x.ite(batch[r], 1, 0)")  # the batch size bs
+    k = conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS)
+    assert k is not None and k["property"] == "agrees with SGLang: alloc_for_extend", k
+    assert "extend batch" in k["evidence"], k
