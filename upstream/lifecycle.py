@@ -20,6 +20,13 @@ and a sequence of operations as the scheduler performs them:
   then the allocator; real.extend_batch) beside the model's `schedule_batch.alloc_for_extend`. What it
   leaves out of `alloc_for_extend`: `maybe_evict_swa` (the `_evict_swa` transition, compared nowhere
   here) and `alloc_req_slots` (a request's row is taken at its first chunk, as for `chunk`).
+* `spec` (row `alloc_for_spec_decode` only, plain: kvmc does not model EAGLE with hybrid SWA; the
+  scenario ends there):
+  a spec v2 decode step's over-allocation for the requests whose prefill is done, each from A to
+  A' = max(A, ceil_page(C + 2 * max(L, D))) (kvmc's `spec_v2_alloc_len`, not compared: computed once
+  for both sides), through the allocation SGLang's `alloc_for_spec_decode` (0.5.18+; inline in
+  `EagleDraftInput.prepare_for_decode` in 0.5.13) makes: `alloc_token_slots(sum(A' - A))` or
+  `alloc_paged_token_slots_extend(A, A', sum(A' - A))`, beside the model's `spec_v2_decode_step`.
 
 After each operation the allocator's free sizes and the tree's evictable / protected sizes are
 compared. Eviction: SGLang evicts LRU leaves; kvmc lets eviction pick any minimal set of
@@ -40,10 +47,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from model import radix_cache, schedule_batch
-from model.config import Config, concrete_params
+from model.config import Config, Spec, concrete_params
 from model.designs import Design
 from model.ops import Concrete, Infeasible
-from model.state import CHUNKED, FINISHED, OOM_ASSERT, OOM_NONE, OOM_PREFILL, RUNNING, WAITING
+from model.state import CHUNKED, FINISHED, OOM_ASSERT, OOM_DECODE, OOM_NONE, OOM_PREFILL, RUNNING, WAITING
 from model.transition import Ctx
 
 from . import real
@@ -64,11 +71,12 @@ class Life:
     tree: str = ""  # radix | swa_radix | unified ("": the plain / SWA tree by `swa`)
     busy: bool = False  # also run SGLang's busy-time memory check after each operation
     batch: bool = False  # draw `batch` operations (two requests in one extend batch)
+    spec: tuple = ()  # (speculative_num_steps, speculative_num_draft_tokens), topk 1: a `spec` scenario
 
     @property
     def kind(self) -> str:
         """The tree class; for a busy-check scenario the release's own default (real.default_tree)."""
-        if (self.busy or self.batch) and not self.tree:
+        if (self.busy or self.batch or self.spec) and not self.tree:
             return real.default_tree(self.swa)
         return self.tree or ("swa_radix" if self.swa else "radix")
 
@@ -76,6 +84,8 @@ class Life:
         w = f", window={self.window}" if self.swa else ""
         comps = (" (FULL+SWA)" if self.swa else " (FULL)") if self.kind == "unified" else ""
         busy = "busy check on " if self.busy else ("extend batches on " if self.batch else "")
+        if self.spec:
+            busy = f"spec v2 decode (steps={self.spec[0]}, draft tokens={self.spec[1]}) on "
         return (f"{busy}{TREES[self.kind]}{comps}, page_size={self.page_size}{w}, pool={self.pool}, "
                 f"warm={self.warm}, reqs={list(self.reqs)}, ops={list(self.ops)}")
 
@@ -115,6 +125,31 @@ def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False, batch: bool 
     return Life(ps, swa, window, pool, warm, tuple(reqs), (("batch", *k), *rest), tree, busy, batch)
 
 
+@st.composite
+def spec_lives(draw: Any, swa: bool) -> Life:
+    """Both requests prefilled (`chunk`, no eviction), then one spec v2 decode step, in a pool drawn
+    around the step's demand (its pages, a page short to two over) with a warm prefix that is the
+    tree's one evictable node unless a request shares it."""
+    ps = draw(st.sampled_from([1, 4, 4]))
+    warm = ps * draw(st.integers(1, 3))
+    steps, draft = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    reach = 2 * max(steps, draft)  # topk 1: get_alloc_len_per_decode() = max(L, D)
+    reqs = []
+    for _ in range(2):
+        shares = draw(st.sampled_from([False, False, True]))
+        lo = warm + 1 if shares else 1
+        reqs.append((draw(st.integers(lo, lo + 12)), shares))
+
+    def ceil(n: int) -> int:
+        return -(-n // ps) * ps
+
+    prefill = sum(ceil(n) - ceil(warm if shares else 0) for n, shares in reqs)
+    step = sum(ceil(n + reach) - ceil(n) for n, _ in reqs)
+    pool = max(ps * 4, warm + prefill + step + ps * draw(st.integers(-1, 2)))
+    ops = (("chunk", 0, reqs[0][0]), ("chunk", 1, reqs[1][0]), ("spec",))
+    return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, pool, warm, tuple(reqs), ops, spec=(steps, draft))
+
+
 class _Enumerate:
     """An oracle that walks every sequence of boolean choices (depth first)."""
 
@@ -129,6 +164,8 @@ class _Enumerate:
         return v
 
     def pick_int(self, name: str, lo: int, hi: int) -> int:
+        if lo == hi:  # e.g. a spec step's accepted tokens with max_new_tokens 1
+            return lo
         raise Infeasible("integer choice in an eviction")
 
     def next(self) -> bool:
@@ -145,9 +182,10 @@ def _model(sc: Life, design: Design, warm_nodes: tuple[int, ...] = ()) -> tuple[
     """The model of a lifecycle scenario; `warm_nodes` = the lengths of the nodes SGLang's tree made of
     the warm prefix (real.path_lengths), one warm atom each."""
     warm_nodes = tuple(warm_nodes) or (sc.warm,)
+    spec = Spec(sc.spec[0], 1, sc.spec[1], version=2) if sc.spec else None
     cfg = Config(name="conform-life", doc="", num_reqs=2, page_size=sc.page_size, bounds={}, hybrid_swa=sc.swa,
                  chunked_prefill=True, shares_warm_prefix=tuple(r[1] for r in sc.reqs), warm_atoms=len(warm_nodes),
-                 warm_spare_atoms=1, private_atoms=4)
+                 warm_spare_atoms=1, private_atoms=4, spec=spec)
     p = concrete_params(cfg, full_tokens=sc.pool, swa_tokens=sc.pool if sc.swa else 0,
                         sliding_window_size=sc.window if sc.swa else 0, chunked_prefill_size=64, max_prefill_tokens=64,
                         req_pool_size=4, input_len=tuple(r[0] for r in sc.reqs), max_new_tokens=(1, 1),
@@ -327,6 +365,34 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         s = s.set(oom=OOM_NONE)
         return True
 
+    def spec_step(label: str) -> None:
+        """One spec v2 decode step's allocation for the requests whose prefill is done (A = C here):
+        SGLang's alloc_token_slots / alloc_paged_token_slots_extend from A to A' (real.extend_batch)
+        beside the model's `spec_v2_decode_step`, every eviction enumerated; SGLang's outcome
+        (refused or not, the sizes after) must be one of them."""
+        from model.speculative import spec_v2_alloc_len, spec_v2_decode_step
+
+        members = tuple(state[r] == "done" for r in range(2))
+        if not any(members):
+            return
+        rs = [r for r in range(2) if members[r]]
+        nxt = {r: int(spec_v2_alloc_len(x, s, r)) for r in rs}
+        grow = [nxt[r] - committed[r] for r in rs]
+        out: Any = True
+        if sum(grow) > 0:  # `if num_needed_tokens > 0`
+            out = real.extend_batch(tree, [pool.req_to_token[real.row_of(reqs[r])] for r in rs],
+                                    [committed[r] for r in rs], grow, ps)
+        got = real.tree_sizes(tree, alloc)
+        outcomes = _enumerated(x, lambda xe: spec_v2_decode_step(xe, s, members))
+        match = [o for o in outcomes if (o.oom == OOM_DECODE) == (out is None) and _sizes(x, o) == got]
+        obs.append((f"{label}: SGLang's spec v2 decode allocation (refused: {out is None}) is one the model allows",
+                    True, bool(match)))
+        if not match:
+            refused = sorted({bool(o.oom == OOM_DECODE) for o in outcomes})
+            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
+                        (out is None, got), (bool(outcomes[0].oom == OOM_DECODE), _sizes(x, outcomes[0]))
+                        if outcomes else None))
+
     # the release's finish through checkpoint_into_tree (0.5.22+) is the model's `finish_checkpoint`
     obs.append(("release_kv_cache checkpoints into the tree (finish_checkpoint)", real.finish_checkpoints(),
                 design.on("finish_checkpoint")))
@@ -369,6 +435,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                     continue
                 if not chunk(r, op[2], label):
                     break  # an allocation failure ends the scenario (the scheduler would die)
+            elif op[0] == "spec":
+                spec_step(label)
+                return obs  # the step's verify is not run on SGLang's side: the scenario ends here
             elif op[0] == "batch":
                 last_r[0] = None  # both ran: neither is parked (the busy check is not asked here)
                 if not batch((op[1], op[2]), label):

@@ -514,6 +514,18 @@ def _life(swa: bool, tree: str = "", busy: bool = False, batch: bool = False) ->
     return lives(swa, tree, busy, batch)
 
 
+def _no_spec_v2(design: Design, version: str) -> str | None:
+    if not design.on("eagle_v1_removed"):
+        return "the design models EAGLE v1 (eagle_v1_removed off), this row spec v2"
+    return None
+
+
+def _spec_life(swa: bool) -> Any:
+    from .lifecycle import spec_lives
+
+    return spec_lives(swa)
+
+
 def _busy_row(swa: bool) -> Callable[[Design, str], str | None]:
     def why(design: Design, version: str) -> str | None:
         if not real.has_invariant_checker():
@@ -597,6 +609,9 @@ ROWS: dict[str, Row] = {
             lambda: _life(False, "", False, True), _run_life),
         Row("alloc_for_extend/swa", "the same on the release's hybrid-SWA tree and allocator",
             lambda: _life(True, "", False, True), _run_life),
+        Row("alloc_for_spec_decode", "a spec v2 decode step's over-allocation (A to A') for both prefilled requests: "
+            "SGLang's alloc_token_slots / alloc_paged_token_slots_extend on the release's plain tree",
+            lambda: _spec_life(False), _run_life, _no_spec_v2),  # no /swa row: kvmc does not model EAGLE with hybrid SWA
         Row("UnifiedRadixCache", "request lifecycles on UnifiedRadixCache with a FULL component only",
             lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "

@@ -8,7 +8,11 @@ the unmutated model agrees on the same scenarios. A mutant that changes nothing 
 
 `alloc_for_extend`'s page of slack counted for the requests outside the batch (`not batch[r]`) is a
 survivor no engine drove to a failing allocation; in a batch of both requests it evicts less than SGLang's
-`alloc_paged_token_slots_extend`, which the `alloc_for_extend` row sees in the tree's sizes.
+`alloc_paged_token_slots_extend`, which the `alloc_for_extend` row sees in the tree's sizes. Spec v2's decode
+eviction summing the growth A' - A of the requests outside the batch (`spec_v2_decode_step`; in a batch of
+both it evicts nothing) is seen by the `alloc_for_spec_decode` row, run on 0.5.13 against
+the v0.5.18 flags (the v0.5.13 preset models EAGLE v1; the row's A' is kvmc's, handed to both sides, so the
+allocation it compares is the same code in 0.5.13 and 0.5.18: alloc_paged_token_slots_extend from A to A').
 """
 
 from __future__ import annotations
@@ -50,3 +54,16 @@ def test_conformance_kills_the_extend_batch_eviction_survivor(base: dict[str, An
     k = conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS)
     assert k is not None and k["property"] == "agrees with SGLang: alloc_for_extend", k
     assert "extend batch" in k["evidence"], k
+
+
+def test_conformance_kills_the_spec_v2_decode_eviction_survivor(sglang_root: Path) -> None:
+    from upstream import conform
+
+    row = "alloc_for_spec_decode"
+    [res] = conform.run([VERSION], [row], 40, 29, root=sglang_root, design="v0.5.18", jobs=1)
+    [r] = res["rows"]
+    assert r["scenarios"] == 40 and r["disagreed"] == 0 and r["errored"] == 0, r
+    m = find("spec_v2_decode_step", "negate", "x.ite(batch[r], nxt[r] - s.kv_allocated_len[r], 0)")  # the growth
+    [res] = conform.run([VERSION], [row], 40, 29, root=sglang_root, design="v0.5.18", jobs=1, generated=[m.id])
+    [r] = res["rows"]
+    assert r["disagreed"] > 0 and "spec v2 decode allocation" in conform.side_by_side(res, r), r
