@@ -99,7 +99,7 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
 def test_ci_run_kills_a_mutant_and_proves_one_equivalent(tmp_path: Path) -> None:
     save = tmp_path / "mutation.json"
     p = _run("--module", "allocator", "--config", "small", "--operator", "drop", "--operator", "negate", "--seed", "0",
-             "--budget", "120", "--json", "--no-progress", "--save", str(save))
+             "--budget", "30", "--divergence-time", "10", "--json", "--no-progress", "--save", str(save))
     assert p.returncode == 0, p.stderr[-2000:]
     data = json.loads(p.stdout)
     assert json.loads(save.read_text())["outcomes"] == data["outcomes"]
@@ -110,7 +110,8 @@ def test_ci_run_kills_a_mutant_and_proves_one_equivalent(tmp_path: Path) -> None
     assert alloc_drop and alloc_drop[0]["status"] == "killed", alloc_drop
     kill = alloc_drop[0]["kill"]
     assert kill["config"] == "small" and kill["how"] == "violated" and kill["depth"] >= 1 and kill["property"]
-    swa_guard = [o for o in out.values() if o["mutant"]["transition"] == "evict_from_tree_cache" and o["mutant"]["op"] == "negate"]
+    swa_guard = [o for o in out.values() if o["mutant"]["transition"] == "evict_from_tree_cache" and o["mutant"]["op"] == "negate"
+                 and "if x.cfg.hybrid_swa else 0" in o["mutant"]["before"]]
     assert swa_guard and swa_guard[0]["status"] == "equivalent" and swa_guard[0]["evidence"], swa_guard
     unreached = [o for o in out.values() if o["status"] == "unreached"]
     assert unreached and all(o["configs"] == [] for o in unreached)  # the SWA and HiCache lines
