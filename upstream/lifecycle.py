@@ -126,7 +126,7 @@ def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False, batch: bool 
 
 
 @st.composite
-def spec_lives(draw: Any, swa: bool) -> Life:
+def spec_lives(draw: Any) -> Life:
     """Both requests prefilled (`chunk`, no eviction), then one spec v2 decode step, in a pool drawn
     around the step's demand (its pages, a page short to two over) with a warm prefix that is the
     tree's one evictable node unless a request shares it."""
@@ -147,7 +147,7 @@ def spec_lives(draw: Any, swa: bool) -> Life:
     step = sum(ceil(n + reach) - ceil(n) for n, _ in reqs)
     pool = max(ps * 4, warm + prefill + step + ps * draw(st.integers(-1, 2)))
     ops = (("chunk", 0, reqs[0][0]), ("chunk", 1, reqs[1][0]), ("spec",))
-    return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, pool, warm, tuple(reqs), ops, spec=(steps, draft))
+    return Life(ps, False, 0, pool, warm, tuple(reqs), ops, spec=(steps, draft))  # plain: no EAGLE with hybrid SWA
 
 
 class _Enumerate:

@@ -520,10 +520,10 @@ def _no_spec_v2(design: Design, version: str) -> str | None:
     return None
 
 
-def _spec_life(swa: bool) -> Any:
+def _spec_life() -> Any:
     from .lifecycle import spec_lives
 
-    return spec_lives(swa)
+    return spec_lives()
 
 
 def _busy_row(swa: bool) -> Callable[[Design, str], str | None]:
@@ -611,7 +611,7 @@ ROWS: dict[str, Row] = {
             lambda: _life(True, "", False, True), _run_life),
         Row("alloc_for_spec_decode", "a spec v2 decode step's over-allocation (A to A') for both prefilled requests: "
             "SGLang's alloc_token_slots / alloc_paged_token_slots_extend on the release's plain tree",
-            lambda: _spec_life(False), _run_life, _no_spec_v2),  # no /swa row: kvmc does not model EAGLE with hybrid SWA
+            _spec_life, _run_life, _no_spec_v2),  # no /swa row: kvmc does not model EAGLE with hybrid SWA
         Row("UnifiedRadixCache", "request lifecycles on UnifiedRadixCache with a FULL component only",
             lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "
