@@ -72,7 +72,8 @@ ABSTRACTIONS: list[Abstraction] = [
         "explores fewer cache-hit states after an eviction of a shared prefix. conservation and well_formed per "
         "state are unaffected (the tokens are accounted either way).",
         ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa",
-         "alloc_for_extend", "alloc_for_extend/swa", "alloc_for_spec_decode"),
+         "alloc_for_extend", "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa",
+         "alloc_for_spec_decode"),
         lambda sc, diffs, d, v: _cross_request_sharing(sc, diffs, d, v) or _cross_request_dedup(sc, diffs, d, v),
     ),
     Abstraction(
@@ -102,7 +103,7 @@ ABSTRACTIONS.append(Abstraction(
     "the message differs (a CUDA fault, the process's CUDA context lost)",
     ("PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "SWATokenToKVPoolAllocator/ring", "RadixCache",
      "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa", "alloc_for_extend",
-     "alloc_for_extend/swa", "alloc_for_spec_decode"),
+     "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode"),
     lambda sc, diffs, d, v: False,  # assigned by the worker when the guard fires, never from diffs
 ))
 

@@ -20,6 +20,14 @@ and a sequence of operations as the scheduler performs them:
   then the allocator; real.extend_batch) beside the model's `schedule_batch.alloc_for_extend`. What it
   leaves out of `alloc_for_extend`: `maybe_evict_swa` (the `_evict_swa` transition, compared nowhere
   here) and `alloc_req_slots` (a request's row is taken at its first chunk, as for `chunk`).
+* `decode` (rows `alloc_for_decode`, `alloc_for_decode/swa` only; the scenario ends there): one
+  decode step for the requests whose prefill is done, through SGLang's own allocation step of
+  `alloc_for_decode` (`alloc_token_slots(bs)`, or `alloc_paged_token_slots_decode`: evict
+  `bs * page_size`, then `alloc_decode`; real.decode_batch) beside the model's
+  `schedule_batch.alloc_for_decode`. Not run on SGLang's side: `maybe_evict_swa` (the model's
+  `_evict_swa` choices are enumerated with the rest, so an outcome that fires none matches).
+  A refusal on hybrid SWA compares the refusal only: SGLang's SWA `alloc_decode` keeps the full
+  page it took (upstream/abstractions.py `failed_swa_decode_not_atomic`; the scheduler dies there).
 * `spec` (row `alloc_for_spec_decode` only, plain: kvmc does not model EAGLE with hybrid SWA; the
   scenario ends there):
   a spec v2 decode step's over-allocation for the requests whose prefill is done, each from A to
@@ -72,11 +80,12 @@ class Life:
     busy: bool = False  # also run SGLang's busy-time memory check after each operation
     batch: bool = False  # draw `batch` operations (two requests in one extend batch)
     spec: tuple = ()  # (speculative_num_steps, speculative_num_draft_tokens), topk 1: a `spec` scenario
+    decode: bool = False  # a `decode` scenario
 
     @property
     def kind(self) -> str:
         """The tree class; for a busy-check scenario the release's own default (real.default_tree)."""
-        if (self.busy or self.batch or self.spec) and not self.tree:
+        if (self.busy or self.batch or self.spec or self.decode) and not self.tree:
             return real.default_tree(self.swa)
         return self.tree or ("swa_radix" if self.swa else "radix")
 
@@ -84,6 +93,8 @@ class Life:
         w = f", window={self.window}" if self.swa else ""
         comps = (" (FULL+SWA)" if self.swa else " (FULL)") if self.kind == "unified" else ""
         busy = "busy check on " if self.busy else ("extend batches on " if self.batch else "")
+        if self.decode:
+            busy = "a decode step on "
         if self.spec:
             busy = f"spec v2 decode (steps={self.spec[0]}, draft tokens={self.spec[1]}) on "
         return (f"{busy}{TREES[self.kind]}{comps}, page_size={self.page_size}{w}, pool={self.pool}, "
@@ -148,6 +159,24 @@ def spec_lives(draw: Any) -> Life:
     pool = max(ps * 4, warm + prefill + step + ps * draw(st.integers(-1, 2)))
     ops = (("chunk", 0, reqs[0][0]), ("chunk", 1, reqs[1][0]), ("spec",))
     return Life(ps, False, 0, pool, warm, tuple(reqs), ops, spec=(steps, draft))  # plain: no EAGLE with hybrid SWA
+
+
+@st.composite
+def decode_lives(draw: Any, swa: bool) -> Life:
+    """Both requests prefilled (`chunk`, no eviction), then one decode step, in a pool drawn around the
+    step's eviction target (bs * page_size: a page short to two over what the prefills leave), with a
+    warm prefix that is the tree's one evictable node unless a request shares it."""
+    ps = draw(st.sampled_from([1, 4, 4]))
+    warm = ps * draw(st.integers(1, 3))
+    reqs = []
+    for _ in range(2):
+        shares = draw(st.sampled_from([False, False, True]))
+        lo = warm + 1 if shares else 1
+        reqs.append((draw(st.integers(lo, lo + 12)), shares))
+    prefill = sum(-(-n // ps) * ps - (warm if shares else 0) for n, shares in reqs)
+    pool = max(ps * 4, warm + prefill + ps * draw(st.integers(1, 4)))
+    ops = (("chunk", 0, reqs[0][0]), ("chunk", 1, reqs[1][0]), ("decode",))
+    return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, pool, warm, tuple(reqs), ops, decode=True)
 
 
 class _Enumerate:
@@ -365,6 +394,28 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         s = s.set(oom=OOM_NONE)
         return True
 
+    def decode_step(label: str) -> None:
+        """One decode step for the requests whose prefill is done: SGLang's alloc_token_slots /
+        alloc_paged_token_slots_decode (real.decode_batch) beside the model's `alloc_for_decode`,
+        every choice enumerated; SGLang's outcome must be one of the model's."""
+        members = tuple(state[r] == "done" for r in range(2))
+        rs = [r for r in range(2) if members[r]]
+        if not rs:
+            return
+        out = real.decode_batch(tree, [pool.req_to_token[real.row_of(reqs[r])] for r in rs], [committed[r] for r in rs],
+                                ps)
+        got = real.tree_sizes(tree, alloc)
+        outcomes = _enumerated(x, lambda xe: schedule_batch.alloc_for_decode(xe, s, members))
+        sizes_too = out is not None or not sc.swa  # a failed SWA alloc_decode keeps a full page (see above)
+        match = [o for o in outcomes if (o.oom == OOM_DECODE) == (out is None) and (not sizes_too or _sizes(x, o) == got)]
+        obs.append((f"{label}: SGLang's decode allocation (refused: {out is None}) is one the model allows", True,
+                    bool(match)))
+        if not match:
+            refused = sorted({bool(o.oom == OOM_DECODE) for o in outcomes})
+            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
+                        (out is None, got), (bool(outcomes[0].oom == OOM_DECODE), _sizes(x, outcomes[0]))
+                        if outcomes else None))
+
     def spec_step(label: str) -> None:
         """One spec v2 decode step's allocation for the requests whose prefill is done (A = C here):
         SGLang's alloc_token_slots / alloc_paged_token_slots_extend from A to A' (real.extend_batch)
@@ -435,6 +486,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                     continue
                 if not chunk(r, op[2], label):
                     break  # an allocation failure ends the scenario (the scheduler would die)
+            elif op[0] == "decode":
+                decode_step(label)
+                return obs  # SGLang's request does not decode a token here: the scenario ends
             elif op[0] == "spec":
                 spec_step(label)
                 return obs  # the step's verify is not run on SGLang's side: the scenario ends here

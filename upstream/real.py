@@ -466,6 +466,24 @@ def extend_batch(tree: Any, rows: list[Any], prefixes: list[int], ns: list[int],
         return None
 
 
+def decode_batch(tree: Any, rows: list[Any], lens: list[int], page_size: int) -> Any:
+    """One decode step's KV for requests whose KV ends at `lens`, SGLang's own allocation step of
+    `alloc_for_decode`: `alloc_token_slots(tree, bs)` at page_size 1, else
+    `alloc_paged_token_slots_decode` (evict_from_tree_cache(bs * page_size), then `alloc_decode`).
+    The slots, or None for the RuntimeError ("Decode out of memory") those raise."""
+    mod = _allocation_module()
+    try:
+        if page_size == 1:
+            return mod.alloc_token_slots(tree, len(lens))
+        nxt = [n + 1 for n in lens]
+        return mod.alloc_paged_token_slots_decode(tree, ints(nxt), cpu_ints(nxt), ints([int(row[n - 1]) for row, n in
+                                                                                        zip(rows, lens)]))
+    except RuntimeError as e:
+        if "out of memory" not in str(e).lower():
+            raise
+        return None
+
+
 def set_kv_lens(req: Any, committed: int, allocated: int) -> None:
     """`kv_committed_len` / `kv_allocated_len` as the release keeps them (from 0.5.18 the allocated
     length lives in `req.kv`, a `ReqKvInfo` set by the allocation)."""

@@ -520,6 +520,12 @@ def _no_spec_v2(design: Design, version: str) -> str | None:
     return None
 
 
+def _decode_life(swa: bool) -> Any:
+    from .lifecycle import decode_lives
+
+    return decode_lives(swa)
+
+
 def _spec_life() -> Any:
     from .lifecycle import spec_lives
 
@@ -609,6 +615,11 @@ ROWS: dict[str, Row] = {
             lambda: _life(False, "", False, True), _run_life),
         Row("alloc_for_extend/swa", "the same on the release's hybrid-SWA tree and allocator",
             lambda: _life(True, "", False, True), _run_life),
+        Row("alloc_for_decode", "one decode step for both prefilled requests: SGLang's alloc_token_slots / "
+            "alloc_paged_token_slots_decode (evict_from_tree_cache(bs * page_size), then alloc_decode) on the "
+            "release's plain tree", lambda: _decode_life(False), _run_life),
+        Row("alloc_for_decode/swa", "the same on the release's hybrid-SWA tree and allocator",
+            lambda: _decode_life(True), _run_life),
         Row("alloc_for_spec_decode", "a spec v2 decode step's over-allocation (A to A') for both prefilled requests: "
             "SGLang's alloc_token_slots / alloc_paged_token_slots_extend on the release's plain tree",
             _spec_life, _run_life, _no_spec_v2),  # no /swa row: kvmc does not model EAGLE with hybrid SWA

@@ -7,9 +7,9 @@ with SGLang where the unmutated model agrees is killed by conformance (principle
 to the real code). A row the model itself disagrees on is no evidence and is left out; so are
 errors and documented abstractions (upstream/abstractions.py), which the harness counts apart.
 
-What it cannot see: a mutant of a transition no row runs (the scheduler loop's decode, retraction,
-EAGLE v1; `alloc_for_extend` and spec v2's decode allocation have rows since session 27), and one
-whose difference the scenarios do not reach. Its time is outside the hunt's budget, and the report says how long it took.
+What it cannot see: a mutant of a transition no row runs (`check_decode_mem`, retraction, EAGLE v1;
+the extend, decode and spec v2 decode allocations have rows since session 27), and one whose
+difference the scenarios do not reach. Its time is outside the hunt's budget, and the report says how long it took.
 """
 
 from __future__ import annotations

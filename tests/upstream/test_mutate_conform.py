@@ -26,8 +26,8 @@ from checker.mutation import conformance
 from checker.mutation.operators import find, generate
 
 VERSION = "0.5.13"  # a CI release (tests/upstream/conftest.py)
-# the chunked request's budget; admissions that load host hits back; two requests in one extend batch
-ROWS = ("add_chunked_req", "add_one_req/hicache", "alloc_for_extend")
+# the chunked request's budget; admissions that load host hits back; two requests in one extend batch; a decode step
+ROWS = ("add_chunked_req", "add_one_req/hicache", "alloc_for_extend", "alloc_for_decode")
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +67,10 @@ def test_conformance_kills_the_spec_v2_decode_eviction_survivor(sglang_root: Pat
     [res] = conform.run([VERSION], [row], 40, 29, root=sglang_root, design="v0.5.18", jobs=1, generated=[m.id])
     [r] = res["rows"]
     assert r["disagreed"] > 0 and "spec v2 decode allocation" in conform.side_by_side(res, r), r
+
+
+def test_conformance_sees_a_decode_step_that_evicts_nothing(base: dict[str, Any]) -> None:
+    m = find("alloc_for_decode", "drop", "s = allocator.evict_from_tree_cache(x, s, bs * ps, 'evict')")
+    k = conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS)
+    assert k is not None and k["property"] == "agrees with SGLang: alloc_for_decode", k
+    assert "decode allocation" in k["evidence"], k
