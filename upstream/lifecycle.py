@@ -356,6 +356,18 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         extended(r, k, out)
         return True
 
+    def allowed(label: str, what: str, out: Any, outcomes: list[Any], refusal: int, sizes_too: bool = True) -> list[Any]:
+        """The model's outcomes that are SGLang's (`out` None: refused, with the code `refusal`; and,
+        with `sizes_too`, the pool and tree sizes after), the comparison recorded either way."""
+        got = real.tree_sizes(tree, alloc)
+        match = [o for o in outcomes if (o.oom == refusal) == (out is None) and (not sizes_too or _sizes(x, o) == got)]
+        obs.append((f"{label}: SGLang's {what} (refused: {out is None}) is one the model allows", True, bool(match)))
+        if not match:
+            refused = sorted({bool(o.oom == refusal) for o in outcomes})
+            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
+                        (out is None, got), (bool(outcomes[0].oom == refusal), _sizes(x, outcomes[0])) if outcomes else None))
+        return match
+
     def batch(ks: tuple[int, int], label: str) -> bool:
         """Both unfinished requests prefill their next ks[r] tokens in one extend batch: SGLang's
         allocation step of `alloc_for_extend` (real.extend_batch: its eviction, then the allocator)
@@ -373,16 +385,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             return True
         out = real.extend_batch(tree, [pool.req_to_token[real.row_of(reqs[r])] for r in members],
                                 [committed[r] for r in members], [ns[r] for r in members], ps)
-        got = real.tree_sizes(tree, alloc)
         outcomes = _model_batches(x, s, tuple(r in members for r in range(2)), tuple(committed), tuple(ns))
-        match = [o for o in outcomes if (o.oom == OOM_PREFILL) == (out is None) and _sizes(x, o) == got]
-        obs.append((f"{label}: SGLang's extend batch (refused: {out is None}) is one the model allows", True,
-                    bool(match)))
+        match = allowed(label, "extend batch", out, outcomes, OOM_PREFILL)
         if not match:
-            refused = sorted({bool(o.oom == OOM_PREFILL) for o in outcomes})
-            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
-                        (out is None, got), (bool(outcomes[0].oom == OOM_PREFILL), _sizes(x, outcomes[0]))
-                        if outcomes else None))
             return False
         s = match[0]
         if out is None:
@@ -404,17 +409,9 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
             return
         out = real.decode_batch(tree, [pool.req_to_token[real.row_of(reqs[r])] for r in rs], [committed[r] for r in rs],
                                 ps)
-        got = real.tree_sizes(tree, alloc)
         outcomes = _enumerated(x, lambda xe: schedule_batch.alloc_for_decode(xe, s, members))
-        sizes_too = out is not None or not sc.swa  # a failed SWA alloc_decode keeps a full page (see above)
-        match = [o for o in outcomes if (o.oom == OOM_DECODE) == (out is None) and (not sizes_too or _sizes(x, o) == got)]
-        obs.append((f"{label}: SGLang's decode allocation (refused: {out is None}) is one the model allows", True,
-                    bool(match)))
-        if not match:
-            refused = sorted({bool(o.oom == OOM_DECODE) for o in outcomes})
-            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
-                        (out is None, got), (bool(outcomes[0].oom == OOM_DECODE), _sizes(x, outcomes[0]))
-                        if outcomes else None))
+        # a failed SWA alloc_decode keeps a full page (see above): the refusal alone is compared
+        allowed(label, "decode allocation", out, outcomes, OOM_DECODE, sizes_too=out is not None or not sc.swa)
 
     def spec_step(label: str) -> None:
         """One spec v2 decode step's allocation for the requests whose prefill is done (A = C here):
@@ -433,16 +430,8 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         if sum(grow) > 0:  # `if num_needed_tokens > 0`
             out = real.extend_batch(tree, [pool.req_to_token[real.row_of(reqs[r])] for r in rs],
                                     [committed[r] for r in rs], grow, ps)
-        got = real.tree_sizes(tree, alloc)
         outcomes = _enumerated(x, lambda xe: spec_v2_decode_step(xe, s, members))
-        match = [o for o in outcomes if (o.oom == OOM_DECODE) == (out is None) and _sizes(x, o) == got]
-        obs.append((f"{label}: SGLang's spec v2 decode allocation (refused: {out is None}) is one the model allows",
-                    True, bool(match)))
-        if not match:
-            refused = sorted({bool(o.oom == OOM_DECODE) for o in outcomes})
-            obs.append((f"{label}: refused, sizes (model: first allowed outcome; it may refuse: {refused})",
-                        (out is None, got), (bool(outcomes[0].oom == OOM_DECODE), _sizes(x, outcomes[0]))
-                        if outcomes else None))
+        allowed(label, "spec v2 decode allocation", out, outcomes, OOM_DECODE)
 
     # the release's finish through checkpoint_into_tree (0.5.22+) is the model's `finish_checkpoint`
     obs.append(("release_kv_cache checkpoints into the tree (finish_checkpoint)", real.finish_checkpoints(),
