@@ -26,7 +26,7 @@ import torch
 def _walks(n_per_config: int, steps: int) -> list[Any]:
     from model.designs import PRESETS
     from specs.configs import CONFIGS
-    from tests.replay.walk import random_walk
+    from checker.traces.walk import random_walk
 
     out = []
     for name, cfg in CONFIGS.items():

@@ -4,7 +4,7 @@
     python -m bench.sglang_walks --release 0.5.18 [--preset v0.5.18] [--configs hybrid_swa sessions ...]
                                  [--walks 20] [--steps 12] [--tight] [--dir DIR]
 
-For each config, `--walks` random walks of the preset (tests/replay/walk.py; with `--tight`, the
+For each config, `--walks` random walks of the preset (checker/traces/walk.py; with `--tight`, the
 config's explicit bounds, where pools are small enough to evict) are written to a temporary folder
 and replayed in one worker process in `reproduce` mode: every recorded choice forced, the real
 state compared with the recorded one after every step (upstream/sched/driver.py). Prints, per
@@ -31,7 +31,7 @@ def walks(cfg_name: str, preset: str, n: int, steps: int, folder: Path, tight: b
     from model.ops import Concrete
     from model.system import System
     from specs.configs import CONFIGS
-    from tests.replay.walk import pick_params, random_walk
+    from checker.traces.walk import pick_params, random_walk
 
     cfg = CONFIGS[cfg_name]
     design = PRESETS[preset]

@@ -195,7 +195,11 @@ FIXES: dict[str, Fix] = {
             "v0.5.20",
             "plain RadixCache.cache_finished_req re-inserts the key cut at floor_page(|input|) (topology only), so "
             "the output is its own leaf (PR not identified; first seen in v0.5.20's radix_cache.py; FULL-only "
-            "unified caches from v0.5.21)",
+            "unified caches from v0.5.21); variant checkpoint (v0.5.22): the split moved into "
+            "UnifiedRadixCache.checkpoint_into_tree, which a stash (cache_unfinished_req) runs too, so an unfinished "
+            "insert past the prompt (a retracted request re-prefilling its output) splits there as well "
+            "(0.5.22:mem_cache/unified_radix_cache.py::checkpoint_into_tree; kvmc conform's event_loop/sessions row)",
+            variants=("on", "checkpoint"),
             off="the finished request's insert leaves prompt and output in one node when it creates both",
         ),
         Fix(
@@ -353,6 +357,18 @@ FIXES: dict[str, Fix] = {
             off="the first waiting request is offered to add_one_req even when the chunked request spent the input budget",
         ),
         Fix(
+            "admission_free_rows",
+            0,
+            "",
+            "v0.5.12.post1",
+            "get_num_allocatable_reqs bounds the pass by the free request rows, "
+            "min(pp_max_micro_batch_size - running_bs, req_to_token_pool.available_size()); before it the free "
+            "rows bounded it only under pipeline parallelism (0.5.11:managers/scheduler.py:2540-2544; PR not "
+            "identified; found by kvmc conform's event_loop/sessions row: a session slot's row is not free, yet "
+            "0.5.11 admits the session's next turn, which restores that row)",
+            off="the pass admits up to max_running_requests - |running batch| (kvmc: req_pool_size - running requests)",
+        ),
+        Fix(
             "admission_rows_held",
             0,
             "",
@@ -457,7 +473,7 @@ _V0511 = {
 # enqueue_clip_max_new (#25126) ships in 0.5.12.post1 (Scheduler.init_req_max_new_tokens; found by
 # `kvmc conform` once the harness enqueues as the scheduler does): on from v0.5.12.post1. `current`
 # keeps it off (docs/releases.md §A.9: one of the 0.5.18 facts current lacks).
-_V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on"}
+_V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on", "admission_free_rows": "on"}
 _V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
 # The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on
@@ -490,7 +506,7 @@ _V0520 = {
     "swa_req_ring": "on",
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
-_V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on"}
+_V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on", "prompt_boundary_split": "checkpoint"}
 # unfinished_swa_release=path from v0.5.23 (as its Fix says): 0.5.22's checkpoint_into_tree still
 # re-matches the key and locks the match (0.5.22:mem_cache/unified_radix_cache.py:1197-1227); kvmc
 # conform's UnifiedRadixCache/swa row on 0.5.22 disagreed with `path` (a stash whose SWA match stops

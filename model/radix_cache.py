@@ -792,6 +792,17 @@ def _unfinished_insert(x: Ctx, s: State, r: int, site: str) -> tuple[State, Any,
     return s, last, owned, end, cut, held
 
 
+def _split_at_prompt(x: Ctx, s: State, r: int, end: Any, variant: str | None) -> State:
+    """`prompt_boundary_split` (plain trees): after inserting [0, end), the key cut at floor_page(|input|) is
+    inserted again, which only splits the node the prompt ends inside. `variant`: the variant that does it
+    at this insert (None: any; a finish splits under every variant, a stash only under `checkpoint`)."""
+    v = x.variant("prompt_boundary_split")
+    if x.cfg.hybrid_swa or v is None or (variant is not None and v != variant):
+        return s
+    pk = x.floor_page(s.origin_input_len[r])
+    return split_node(x, s, r, pk, lambda a, st, L: pk < end)
+
+
 def rematches(x: Ctx, finished: bool) -> bool:
     """Whether this design's insert of request KV is SGLang's insert-and-re-match, which can die on
     `assert new_prefix_len <= len(new_indices)` (`unfinished_swa_release=rematch`, hybrid SWA): a
@@ -869,6 +880,9 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
         s = dec_lock_ref(x, inserted, inserted.last_node[r], inserted.swa_lock_top[r])
         s, top = inc_lock_ref(x, s, last)
         s = s.req(r, cache_protected_len=owned, last_node=last, swa_lock_top=top)
+        # after the lock moved (SGLang splits first, then locks the insert's last node, now the tail;
+        # a split copies the lock counts to the head, so the order gives the same tree)
+        s = _split_at_prompt(x, s, r, end, "checkpoint")
         if cut is not False:
             # `cleanup_after_caching_req`: the branch is inserted, forget it; with the eager release on,
             # release what slid out of the window of the whole fill (pre_len = C - 1) again
@@ -913,9 +927,7 @@ def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> 
     if is_insert:
         held = _tree_prefix(x, s, r, end)
         s, _last, owned = insert(x, s, r, P, end, E if x.cfg.hybrid_swa else None, site)
-        if not x.cfg.hybrid_swa and x.on("prompt_boundary_split"):
-            pk = x.floor_page(s.origin_input_len[r])
-            s = split_node(x, s, r, pk, lambda a, st, L: pk < end)
+        s = _split_at_prompt(x, s, r, end, None)
         if rematches(x, True):  # finish_checkpoint: 0.5.22's checkpoint_into_tree re-matches and asserts
             dies, _m = assertion_after_rematch(x, s, r, held, end)
     else:

@@ -66,14 +66,17 @@ def record(x: Ctx, s: State, i: int) -> tuple[Any, Any, Any, Any]:
 @transition(
     "session/streaming_session.py::StreamingSession.take (v0.5.22, via allocation.maybe_hand_to_session)",
     modifies=("slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen",
-              "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "last_node", "swa_lock_top"),
+              "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active", "last_node",
+              "swa_lock_top"),
 )
 def take(x: Ctx, s: State, r: int, i: int) -> State:
     """v0.5.22+ (`session_record=owned_at_alloc`): the first turn's record and tree lock go to slot i
     when the turn gets its row; the request borrows them from then on (its lock node becomes the
     slot's virtual node). kvmc takes them at the turn's first checkpoint, right after its prefill
     publishes the prompt (`try_checkpoint`: the insert moves the slot's lock to the deepest
-    inserted node), which is the same iteration: nothing runs between the allocation and it."""
+    inserted node), which is the same iteration: nothing runs between the allocation and it. The
+    slot is active from then on, as after a restore: its row is the running turn's (0.5.22 has no
+    `is_active` flag; SGLang's own replay shows the row in use, upstream/sched/abstraction.py)."""
     return s.slot(
         i,
         slot_holding=True,
@@ -83,6 +86,7 @@ def take(x: Ctx, s: State, r: int, i: int) -> State:
         slot_cache_protected_len=s.cache_protected_len[r],
         slot_last_node=s.last_node[r],
         slot_swa_lock_top=s.swa_lock_top[r],
+        slot_is_active=True,
     ).req(r, last_node=VIRTUAL, swa_lock_top=ROOT)
 
 

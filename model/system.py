@@ -158,7 +158,11 @@ def recv_requests(x: Ctx, s: State) -> State:
                 lambda r=r, new_tokens=new_tokens: s.req(
                     r,
                     status=WAITING,
-                    origin_input_len=s.origin_input_len[r] + s.output_len[r] + new_tokens,
+                    # the next turn's input is the context plus output_ids[:max_new_tokens]
+                    # (session_controller.py, every release): a turn clipped to max_new_tokens 0 at
+                    # enqueue still sampled its prefill's token, which the session drops
+                    origin_input_len=s.origin_input_len[r] + x.min(s.output_len[r], enqueue.max_new_tokens(x, s, r))
+                    + new_tokens,
                     output_len=0,
                     turn=s.turn[r] + 1,
                     kv_allocated_len=0,
@@ -221,6 +225,8 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
     for r in range(R):
         admitted = x.sum(x.ite(ad.can_run[q], 1, 0) for q in range(R))
         rows = s.req_pool_available  # `get_num_allocatable_reqs` (max_running_requests is not a bound here)
+        if not x.on("admission_free_rows"):  # <= v0.5.11: pp_max_micro_batch_size (= the rows) - running_bs
+            rows = x.p.req_pool_size - x.sum(x.ite(s.status[q] == RUNNING, 1, 0) for q in range(R))
         if x.on("admission_rows_held"):  # v0.5.23: + rows the admitted requests already hold
             rows = rows + x.sum(x.ite(x.and_(ad.can_run[q], x.not_(ad.fresh_slot[q])), 1, 0) for q in range(R))
         consider = x.and_(s.status[r] == WAITING, x.not_(ad.stopped), admitted < rows)

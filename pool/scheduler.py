@@ -527,7 +527,7 @@ class Scheduler:
                 if more and ch.bool(f"next_turn[{req.rid}]"):
                     lo, hi = self.cfg.turn_tokens
                     new_tokens = ch.int(f"turn_tokens[{req.rid}]", lo, hi)
-                    req.origin_input_len += req.output_len + new_tokens
+                    req.origin_input_len += min(req.output_len, self.max_new_tokens(req)) + new_tokens  # output_ids[:max_new_tokens]
                     req.output_len = 0
                     req.turn += 1
                     req.kv_allocated_len = req.kv_committed_len = req.cache_protected_len = req.swa_evicted_seqlen = 0
@@ -717,10 +717,19 @@ class Scheduler:
             self.tree.dec_lock_ref(old)
         req.lock = self.tree.inc_lock_ref(last)
         req.cache_protected_len = owned
+        if not self.hybrid and self.design.variant("prompt_boundary_split") == "checkpoint":
+            self._split_at_prompt(req, end)  # v0.5.22: checkpoint_into_tree splits a stash too
         if cut:  # the branch is inserted: forget it, and release the whole fill's out-of-window SWA again
             req.swa_branching_seqlen = 0
             if v is not None:
                 self.free_swa_out_of_window_slots(req, C - 1)
+
+    def _split_at_prompt(self, req: Req, end: int) -> None:
+        """`prompt_boundary_split`: re-insert the key cut at floor_page(|input|) (topology only: the
+        output is its own leaf)."""
+        pk = floor_page(req.origin_input_len, self.ps)
+        if 0 < pk < end:
+            self.tree.split_at(req.rid, self.tokens_of(req.rid), pk)
 
     def _branch_cut(self, req: Req) -> bool:
         """`SWAComponent.prepare_for_caching_req` (v0.5.20): cache only [0, branching) when
@@ -743,10 +752,8 @@ class Scheduler:
             _last, owned, _ = self.tree.insert(req.rid, self.tokens_of(req.rid), lambda lo, hi: self.row(req, lo, hi), P,
                                                end, req.swa_evicted_seqlen if self.hybrid else None, backup,
                                                self.atom_for(req.rid))
-            if not self.hybrid and self.design.on("prompt_boundary_split"):  # topology only: the output is its own leaf
-                pk = floor_page(req.origin_input_len, ps)
-                if 0 < pk < end:
-                    self.tree.split_at(req.rid, self.tokens_of(req.rid), pk)
+            if not self.hybrid and self.design.on("prompt_boundary_split"):
+                self._split_at_prompt(req, end)
             if (self.hybrid and self.design.variant("unfinished_swa_release") == "rematch"
                     and self.design.on("finish_checkpoint")):  # v0.5.22: checkpoint_into_tree re-matches
                 if held > self.tree.match_prefix(self.tokens_of(req.rid), end, req.rid, False).prefix_len:
@@ -795,6 +802,7 @@ class Scheduler:
         slot.kv_allocated_len, slot.kv_committed_len = req.kv_allocated_len, req.kv_committed_len
         slot.swa_evicted_seqlen, slot.cache_protected_len = req.swa_evicted_seqlen, req.cache_protected_len
         slot.lock, slot.virtual = req.lock, False
+        slot.is_active = True  # its row is the running turn's, as after a restore
         req.lock, req.virtual = None, True
 
     def save_from_req(self, req: Req, slot: SessionSlot) -> None:

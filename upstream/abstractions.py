@@ -108,6 +108,38 @@ ABSTRACTIONS.append(Abstraction(
 ))
 
 
+ABSTRACTIONS.append(Abstraction(
+    "batch_is_full",
+    "SGLang keeps `running_batch.batch_is_full` across iterations: a NO_TOKEN verdict or a full row budget sets it, "
+    "and while it is set (and no chunked request exists) the next passes skip the PrefillAdder entirely until a "
+    "running request finishes or is retracted or the batch shrinks (hybrid SWA clears it at every pass; 0.5.22 sets "
+    "it on NO_TOKEN only if something was admitted or is running). Finished requests also stay in the running batch "
+    "until update_running_batch filters them and count against max_running_requests. kvmc runs the adder every "
+    "iteration (docs/releases.md, `batch_is_full`), so SGLang decodes where kvmc admits.",
+    "liveness (starvation: kvmc admits at least as early as SGLang, so a request SGLang keeps waiting may look "
+    "served) and the reachable states of every property on the non-SWA configs: SGLang has decode-instead-of-prefill "
+    "iterations kvmc does not take. Every walk of these rows follows SGLang state for state up to that iteration.",
+    ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
+     "event_loop/swa_page4"),
+    lambda sc, diffs, d, v: "batch_is_full)" in diffs[0][0],
+))
+
+
+ABSTRACTIONS.append(Abstraction(
+    "swa_evict_timing",
+    "kvmc's `_evict_swa` may release a request's out-of-window SWA at any decode step (a choice); up to 0.5.17 "
+    "SGLang releases it when `decode_batch_idx % interval == 1`, an interval of max(page, W * multiplier), which "
+    "never holds for an interval of 1 (0.5.10.post1 with W = 1). A walk that chose the release there cannot be "
+    "forced on SGLang (upstream/sched/forcing.py) and is counted here: the model allows more release timings than "
+    "the release has.",
+    "none for safety: the model's runs include SGLang's (a superset of release timings); a counterexample that "
+    "needs such a release would not replay, which `kvmc replay --against` reports as not replayable",
+    ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
+     "event_loop/swa_page4"),
+    lambda sc, diffs, d, v: "a choice SGLang cannot make here" in diffs[0][0] and "evict_swa" in str(diffs[0][1]),
+))
+
+
 def match(row: str, sc: Any, diffs: list, design: Any, version: str) -> str | None:
     for a in ABSTRACTIONS:
         if row in a.rows and a.matches(sc, diffs, design, version):

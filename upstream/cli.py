@@ -26,6 +26,10 @@ def add_parsers(sub: Any) -> None:
     pc.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
     pc.add_argument("--design", help="compare against this design instead of the release's preset (with --mutant)")
     pc.add_argument("--mutant", action="append", default=[], help="plant a model mutant (model/mutants/)")
+    pc.add_argument("--with", dest="with_", action="append", default=[], metavar="FIX[=VARIANT]",
+                    help="turn a design flag on over the preset (or --design): does SGLang still agree?")
+    pc.add_argument("--without", action="append", default=[], metavar="FIX",
+                    help="turn a design flag off over the preset (or --design)")
     pc.add_argument("--generated-mutant", action="append", default=[], metavar="ID",
                     help="a generated mutant of `kvmc mutate --list` (e.g. a survivor: does SGLang tell it apart?)")
     pc.add_argument("--override", action="append", metavar="FILE",

@@ -40,6 +40,8 @@ ROW_NAMES = (
     "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
     "UnifiedRadixCache", "UnifiedRadixCache/swa", "alloc_for_extend", "alloc_for_extend/swa",
     "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode",
+    "event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
+    "event_loop/swa_page4",
 )
 
 
@@ -49,7 +51,8 @@ def row_names() -> tuple[str, ...]:
 
 
 def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[str], examples: int, seed: int,
-            root: Path, overrides: Sequence[str] = (), device: str = "cpu", generated: Sequence[str] = ()) -> dict[str, Any]:
+            root: Path, overrides: Sequence[str] = (), device: str = "cpu", generated: Sequence[str] = (),
+            with_: Sequence[str] = (), without: Sequence[str] = ()) -> dict[str, Any]:
     path = release_path(root, version)
     from .install import MARKER
     from .sched.replay import extras_dir
@@ -61,6 +64,10 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
            "--examples", str(examples), "--seed", str(seed)]
     for m in mutants:
         cmd += ["--mutant", m]
+    for f in with_:
+        cmd += ["--with", f]
+    for f in without:
+        cmd += ["--without", f]
     for r in rows:
         cmd += ["--row", r]
     for o in overrides:
@@ -81,9 +88,11 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         root: Path | None = None, design: str | None = None, mutants: Sequence[str] = (), jobs: int = 2,
         do_install: bool = False, overrides: Sequence[str] = (),
         pairs: Sequence[tuple[str, str]] | None = None, device: str = "cpu",
-        generated: Sequence[str] = ()) -> list[dict[str, Any]]:
+        generated: Sequence[str] = (), with_: Sequence[str] = (), without: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Conform each release to its preset (or to `design`); `pairs` (release, preset) instead of
     `versions` runs exactly those (`--all`: every preset that names a release, `current` included).
+    `with_` (FIX or FIX=VARIANT) and `without` (FIX) edit that design, as `kvmc check --with/--without`
+    do: does the release still agree with the preset without this flag?
     A pair whose preset has the same flags as another pair's on the same release is not run twice:
     its result is the other's, relabelled. `device`: where the workers build SGLang's objects."""
     from .devices import check_device
@@ -110,6 +119,16 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         from model.designs import preset
 
         preset(design)  # KeyError for an unknown design
+    from checker.cli.common import UsageError, build_design
+
+    def edited(d: str) -> Any:
+        try:
+            return build_design(d, list(without), list(with_), [])
+        except UsageError as e:
+            raise UpstreamUsageError(str(e)) from None
+
+    if with_ or without:
+        edited(design or "current")  # a bad fix or variant: one line, exit 2, before any worker starts
     if mutants:
         from model.mutants import available
 
@@ -133,18 +152,18 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         release_path(root, r.version)  # not installed: one line, exit 2, before any worker starts
     if pairs is None:
         pairs = [(r.version, design or r.preset) for r in rels]
-    from model.designs import preset as _preset
-
     runs: dict[tuple, tuple[str, str]] = {}  # (version, flags) -> the pair that runs it
     for v, d in pairs:
-        runs.setdefault((v, tuple(sorted(_preset(d).flags().items(), key=str))), (v, d))
+        runs.setdefault((v, tuple(sorted(edited(d).flags().items(), key=str))), (v, d))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides, device, generated)
+        futs = {key: ex.submit(_worker, v, d, mutants, rows, examples, seed, root, overrides, device, generated, with_,
+                               without)
                 for key, (v, d) in runs.items()}
         out = []
         for v, d in pairs:
-            res = futs[(v, tuple(sorted(_preset(d).flags().items(), key=str)))].result()
-            if res.get("design") not in (d, None) and not mutants and not overrides and not generated:
+            res = futs[(v, tuple(sorted(edited(d).flags().items(), key=str)))].result()
+            if (res.get("design") not in (d, None) and not mutants and not overrides and not generated and not with_
+                    and not without):
                 res = {**res, "design": d, "same_flags_as": res["design"]}
             out.append(res)
         return out
@@ -302,7 +321,8 @@ def cmd_conform(args: Any) -> int:
             results = run(versions, args.transition or (), args.examples, args.seed, Path(args.dir) if args.dir else None,
                           args.design, args.mutant, args.jobs, args.install, args.override or (), pairs=pairs,
                           device=getattr(args, "device", "cpu") or "cpu",
-                          generated=getattr(args, "generated_mutant", None) or ())
+                          generated=getattr(args, "generated_mutant", None) or (),
+                          with_=getattr(args, "with_", None) or (), without=getattr(args, "without", None) or ())
     except UpstreamUsageError as e:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -208,15 +208,11 @@ def _model_sizes(s: Any) -> dict[str, int]:
 def unavailable(design: Design, version: str) -> str | None:
     """Where the row applies: the scheduler module imports (its extra dependencies are on the path)
     and the release builds UnifiedRadixCache with HiCache for hybrid SWA."""
-    import importlib.util
+    from .sched.loop_rows import scheduler_unavailable
 
-    if real.device() != "cpu":
-        return (f"on {real.device()}: the row builds SGLang's scheduler (upstream/sched/harness.py), which kvmc runs "
-                "on cpu only")
-    for mod in ("setproctitle", "fastapi", "uvicorn"):
-        if importlib.util.find_spec(mod) is None:
-            return ("the scheduler module's extra dependencies are not installed (upstream/sched/replay.py SCHED_DEPS; "
-                    "`kvmc replay --against sglang==V --install` installs them)")
+    why = scheduler_unavailable()
+    if why:
+        return why
     from .sched.harness import _unified_hicache
 
     real.setup()

@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--version", required=True)
     p.add_argument("--design", required=True)
     p.add_argument("--mutant", action="append", default=[])
+    p.add_argument("--with", dest="with_", action="append", default=[], help="FIX[=VARIANT] turned on over --design")
+    p.add_argument("--without", action="append", default=[], help="FIX turned off over --design")
     p.add_argument("--override", action="append", default=[], help="a file with REPLACES and replacement()")
     p.add_argument("--generated-mutant", action="append", default=[], help="a `kvmc mutate --list` id")
     p.add_argument("--row", action="append", default=[])
@@ -168,8 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         from .devices import real_triton_first
 
         real_triton_first()
-    from model.designs import preset
-
     from . import kernels, real
     from .rows import ROWS
 
@@ -181,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                            "Triton ones (upstream/kernels.py::launch_kind)")
     _no_local_constants()
     import_s = time.time() - t0
-    design = preset(a.design).with_mutants(frozenset(a.mutant))
+    from checker.cli.common import build_design
+
+    design = build_design(a.design, a.without, a.with_, []).with_mutants(frozenset(a.mutant))
     if a.override:
         from model.designs import Design
 

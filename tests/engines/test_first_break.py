@@ -18,7 +18,7 @@ from model.designs import PRESETS, Design
 from model.system import System
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
-from tests.replay.walk import checkpoint_walks
+from checker.traces.walk import checkpoint_walks
 
 conjuncts = PROPERTIES["conservation"].conjuncts
 split_by_sub_step = {n: p.conjuncts for n, p in PROPERTIES.items() if p.conjuncts and n != "conservation"}

@@ -9,7 +9,7 @@ from model.ops import Concrete
 from model.system import System
 from specs.configs import CONFIGS
 from specs.lemmas import LEMMAS
-from tests.replay.walk import random_walk
+from checker.traces.walk import random_walk
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))

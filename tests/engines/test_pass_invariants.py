@@ -20,7 +20,7 @@ from model.system import System
 from specs import pass_invariants as pi
 from specs.configs import CONFIGS
 from specs.lemmas import LEMMAS
-from tests.replay.walk import checkpoint_walks
+from checker.traces.walk import checkpoint_walks
 
 ACTIVE = ["no_prefill_oom"] + [f"lemma:{n}" for n in LEMMAS]
 

@@ -22,7 +22,7 @@ from checker.replay.regen import DEFAULT_DIR
 from model.designs import PRESETS
 from pool.mutants import POOL_MUTANTS
 from specs.configs import CONFIGS
-from tests.replay.walk import random_walk
+from checker.traces.walk import random_walk
 
 DEVICE = os.environ.get("KVMC_POOL_TEST_DEVICE", "cuda")
 pytestmark = pytest.mark.skipif(DEVICE.startswith("cuda") and not torch.cuda.is_available(),

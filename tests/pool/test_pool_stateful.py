@@ -24,7 +24,7 @@ from pool import FunctionChooser, Scheduler, ownership
 from pool.abstraction import well_formed
 from pool.scheduler import OOM_MESSAGES, OOM_NONE
 from specs.configs import CONFIGS
-from tests.replay.walk import pick_params
+from checker.traces.walk import pick_params
 
 CI = settings(derandomize=True, max_examples=40, stateful_step_count=14, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), print_blob=False)

@@ -18,7 +18,7 @@ from model.designs import PRESETS, Design
 from model.system import System
 from specs.configs import CONFIGS
 
-from .walk import random_walk
+from checker.traces.walk import random_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 

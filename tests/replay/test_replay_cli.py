@@ -17,7 +17,7 @@ from checker.replay.pool import DIVERGED, ERROR, replay_file, replay_trace
 from model.designs import PRESETS
 from specs.configs import CONFIGS
 
-from .walk import random_walk
+from checker.traces.walk import random_walk
 
 SOURCE = next(iter(sorted(DEFAULT_DIR.rglob("*.itf.json"))), None)
 needs_trace = pytest.mark.skipif(SOURCE is None, reason="no checked-in counterexample to corrupt")

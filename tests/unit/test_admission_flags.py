@@ -67,7 +67,7 @@ def test_admission_rows_held(flag: str | None, admitted: bool) -> None:
 def test_flags_replay_on_the_pool() -> None:
     """Random walks with the four flags on replay step by step on the pool (hicache included)."""
     from checker.replay.pool import replay_trace
-    from tests.replay.walk import random_walk
+    from checker.traces.walk import random_walk
 
     design = CURRENT
     for f in ("enqueue_clip_max_new", "load_back_reselect", "pass_budget_break", "admission_rows_held"):

@@ -210,7 +210,7 @@ def test_unchanged_patch_replays_on_the_pool_through_its_hook(unchanged: dict[st
     """The pool runs a patch of add_chunked_req (its hook): the unchanged body replays random walks
     exactly, and a patch of a transition without a hook is 'model only'."""
     from checker.replay.pool import NOT_REPLAYABLE, PASSED, REPRODUCED, replay_trace
-    from tests.replay.walk import random_walk
+    from checker.traces.walk import random_walk
 
     d = _patched(unchanged["add_chunked_req"])
     for cfg in ("hybrid_swa", "paged"):

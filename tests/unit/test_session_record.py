@@ -18,7 +18,7 @@ from model.system import System
 from model import session
 from model.config import concrete_params
 from specs.configs import CONFIGS
-from tests.replay.walk import random_walk
+from checker.traces.walk import random_walk
 from tests.unit.scenario import D55F1C28, drive
 
 CURRENT = D55F1C28  # the scenarios were derived on it (tests/unit/scenario.py)

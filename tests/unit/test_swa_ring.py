@@ -75,7 +75,7 @@ def test_random_walks_replay_on_the_pool() -> None:
     import random
 
     from checker.replay.pool import replay_trace
-    from tests.replay.walk import random_walk
+    from checker.traces.walk import random_walk
 
     rng = random.Random("swa_ring")
     steps = 0

@@ -22,6 +22,15 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
 
+# the scheduler-loop rows' open disagreements on the CI releases (docs/conformance.md, "Open
+# disagreements"): found by these rows, not yet fixed in the model
+OPEN = {
+    ("0.5.10.post1", "event_loop/sessions"): "SGLang's busy check counts a session turn that finished in the last "
+    "batch both as uncached and as session-held (a false alarm one iteration before kvmc's)",
+    ("0.5.10.post1", "event_loop/pressure"): "an eviction set of a retraction that SGLang does not take",
+}
+
+
 @pytest.fixture(scope="module")
 def results(sglang_root: Path) -> dict:
     from upstream.sched.replay import install_extras
@@ -60,6 +69,9 @@ def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -
         return
     assert r["scenarios"] == EXAMPLES
     assert r["errored"] == 0, conform.could_not_run(res, r)
+    if (version, row) in OPEN:  # strict: a row that starts agreeing must leave the list (and the docs)
+        assert r["disagreed"] > 0, f"{row} on {version} agrees now: drop it from OPEN and docs/conformance.md"
+        pytest.xfail(f"open disagreement, docs/conformance.md: {OPEN[(version, row)]}")
     assert r["disagreed"] == 0, conform.side_by_side(res, r)
     assert r["agreed"] + sum(r["abstractions"].values()) == r["scenarios"]
 

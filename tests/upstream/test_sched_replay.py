@@ -52,7 +52,7 @@ def _tight_walks(tmp: Path, n: int = 3) -> list[str]:
     from model.config import concrete_params
     from model.designs import PRESETS
     from specs.configs import CONFIGS
-    from tests.replay.walk import random_walk
+    from checker.traces.walk import random_walk
 
     cfg = CONFIGS["hybrid_swa"]
     p = concrete_params(cfg, full_tokens=10, swa_tokens=6, sliding_window_size=2, input_len=(4, 4), max_new_tokens=(2, 2),

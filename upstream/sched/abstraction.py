@@ -299,6 +299,11 @@ def status(h: Any, sl: Any) -> int:
         return RUNNING  # merged into the running batch at the next get_next_batch_to_run
     if h.oom and h.pre_status:  # in the batch whose allocation failed: where it was before
         return h.pre_status[sl.r]
+    if getattr(req, "to_finish", None) is not None:
+        # aborted by retract_decode ("Out of memory even after retracting"): its KV released, dropped
+        # from the batch with `to_finish` set (finished_reason follows when its abort is streamed);
+        # the model finishes it there
+        return FINISHED
     raise AbstractionError(f"request {req.rid} is in no queue (not finished, not chunked, waiting or running)")
 
 

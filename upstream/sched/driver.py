@@ -54,14 +54,35 @@ _REQ_DONT_CARE = ("kv_allocated_len", "kv_committed_len", "cache_protected_len",
 _WAITING_DONT_CARE = ("kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen")
 
 
-def observable(s: State) -> State:
+def observable(s: State, x: Any = None) -> State:
     """The state without the fields that mean nothing: a finished request holds no KV (the model
     keeps its last lengths; from 0.5.16 SGLang drops `req.kv`), nor does a waiting one
     (`_WAITING_DONT_CARE`), and a session slot that holds no KV (never filled, or closed: SGLang
-    drops the slot object) has no lengths and no lock."""
+    drops the slot object) has no lengths and no lock. With the model's context `x`, a session slot's
+    lengths are its KV record's (`session.record`): from 0.5.19 (`session_record`) the slot and the
+    turn borrowing it share one `ReqKvInfo`, whose numbers move with the turn, while kvmc keeps the
+    slot's copy from the save (0.5.22+: the take) and reads a lent record through the request."""
     from model.state import ROOT
 
     upd: dict[str, Any] = {f: False for f in GHOST_FIELDS}  # kvmc's own record; no SGLang object has it
+    if x is not None and FINISHED in s.status:
+        # a finished streaming turn keeps output_ids[:finished_len] (StreamingSession._trim_overshoot,
+        # 0.5.11+): the prefill's token of a turn clipped to max_new_tokens 0 is dropped there, while
+        # kvmc keeps the count and drops it when it builds the next turn (model/system.py)
+        from model import enqueue
+
+        sess = set(x.cfg.streaming_sessions)
+        upd["output_len"] = tuple(min(n, enqueue.max_new_tokens(x, s, r)) if (r in sess and st == FINISHED) else n
+                                  for r, (n, st) in enumerate(zip(s.output_len, s.status)))
+        s = s.set(**upd)
+    if x is not None and x.variant("session_record") is not None and s.slot_holding:
+        from model import session
+
+        recs = [session.record(x, s, i) for i in range(len(s.slot_holding))]
+        for k, f in enumerate(("slot_kv_allocated_len", "slot_kv_committed_len", "slot_cache_protected_len",
+                               "slot_swa_evicted_seqlen")):
+            upd[f] = tuple(rec[k] for rec in recs)
+        s = s.set(**upd)
     if FINISHED in s.status:
         for f in _REQ_DONT_CARE:
             upd[f] = tuple(0 if st == FINISHED else v for v, st in zip(getattr(s, f), s.status))
@@ -82,8 +103,8 @@ def observable(s: State) -> State:
     return s.set(**upd)
 
 
-def first_difference(model: State, real: State) -> tuple[str, Any, Any] | None:
-    model, real = observable(model), observable(real)
+def first_difference(model: State, real: State, x: Any = None) -> tuple[str, Any, Any] | None:
+    model, real = observable(model, x), observable(real, x)
     if model == real:
         return None
     for f in FIELD_NAMES:
@@ -99,8 +120,8 @@ def first_difference(model: State, real: State) -> tuple[str, Any, Any] | None:
     return None
 
 
-def side_by_side(model: State, real: State) -> list[str]:
-    model, real = observable(model), observable(real)
+def side_by_side(model: State, real: State, x: Any = None) -> list[str]:
+    model, real = observable(model, x), observable(real, x)
     out = []
     for f in FIELD_NAMES:
         a, b = getattr(model, f), getattr(real, f)
@@ -295,7 +316,7 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             table.append(_row(step, h, led, _kvmc_props(x, st.state)))
             d = _choice_difference(h)
             if d is None:
-                d = first_difference(st.state, real)
+                d = first_difference(st.state, real, x)
             if d is None:
                 d = _derived_difference(x, st.state, h)
             if d is None:
@@ -304,7 +325,7 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
                 why = (f"SGLang ran no prefill: {h.prefill_skipped}; kvmc re-runs admission every iteration "
                        "(not modelled: docs/releases.md, batch_is_full)") if h.prefill_skipped else ""
                 return _outcome(DIVERGED, step=step, field=d[0], model=d[1], sglang=d[2], steps=step, table=table,
-                                detail=side_by_side(st.state, real), message=why, abstraction="batch_is_full" if why else "")
+                                detail=side_by_side(st.state, real, x), message=why, abstraction="batch_is_full" if why else "")
     except Unforceable as e:
         return _outcome(NOT_REPLAYABLE, step=step, message=f"step {step}: a choice cannot be forced on SGLang: {e}",
                         table=table)
@@ -353,7 +374,7 @@ def _events(trace: Any, h: Any, label: str) -> dict[str, Any]:
             table.append(_row(step, h, led, _kvmc_props(x, st.state)))
             if departed is None:
                 try:
-                    d = first_difference(st.state, to_state(h))
+                    d = first_difference(st.state, to_state(h), x)
                 except AbstractionError as e:
                     d = ("tree shape", "expressible", str(e))
                 if d:

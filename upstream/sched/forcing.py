@@ -6,7 +6,10 @@ question (`prefill.evict.evict[3]`, `decode.evict_swa[0]`, `decode.test_retract`
 SGLang's code:
 
 * the eviction set: SGLang evicts least-recently-used leaves first. Right before each of SGLang's
-  own `evict` calls (the tree's `evict`, wrapped on the instance: the real method runs), the nodes
+  own `evict` calls (the tree's `evict`, and `evict_for_alloc` where the tree has its own: from
+  0.5.19 `UnifiedRadixCache.evict_for_alloc` goes to `_evict` without passing through `evict`, so a
+  wrapper on `evict` alone neither orders nor sees the allocation's eviction; each wrapped on the
+  instance, the outermost call only: the real method runs), the nodes
   standing for the atoms the step chose are made the least recently used, in the order the trace
   chose them, and every other node more recent: `last_access_time` for RadixCache, the position in
   the full / SWA LRU lists for SWARadixCache. The atoms SGLang's evict really removed are recorded
@@ -56,8 +59,10 @@ class Forcing:
         self.evicted: list[int] = []  # atoms SGLang's evict removed from the device in this step
         self.tombstoned: list[int] = []
         tree = h.inner_tree
-        self._orig_evict = tree.evict
-        tree.evict = self._evict  # instance attribute: SGLang's own method runs inside
+        self._depth = 0  # evict_for_alloc may call evict: only the outermost call orders and records
+        for name in ("evict", "evict_for_alloc"):
+            if hasattr(tree, name):  # instance attribute: SGLang's own method runs inside
+                setattr(tree, name, self._evicting(getattr(tree, name)))
         self.interval = self._swa_interval()
         self.backups: dict[int, list[bool]] = {}  # request slot -> this step's write_backup picks, in order
         if h.cfg.hicache:
@@ -169,7 +174,19 @@ class Forcing:
         return call
 
     # -- eviction ---------------------------------------------------------------------------------------------
-    def _evict(self, *a: Any, **k: Any) -> Any:
+    def _evicting(self, real: Any) -> Any:
+        def wrapped(*a: Any, **k: Any) -> Any:
+            if self._depth:
+                return real(*a, **k)
+            self._depth += 1
+            try:
+                return self._evict(real, *a, **k)
+            finally:
+                self._depth -= 1
+
+        return wrapped
+
+    def _evict(self, real: Any, *a: Any, **k: Any) -> Any:
         from .abstraction import atom_nodes, view
 
         h = self.h
@@ -178,7 +195,7 @@ class Forcing:
         was_tomb = {atom: v.tombstone(n) for atom, n in before.items()}
         if self.enabled and (self.rank or self.tomb_rank):
             self._order(before)
-        out = self._orig_evict(*a, **k)
+        out = real(*a, **k)
         after = atom_nodes(h)
         for atom, n in before.items():
             if v.value(n) is None:
@@ -191,12 +208,16 @@ class Forcing:
         return out
 
     def _order(self, nodes: dict[int, Any]) -> None:
-        """Make the chosen atoms' nodes the least recently used, in the trace's order."""
-        from .abstraction import view
+        """Make the chosen atoms' nodes the least recently used, shortest first (ties in the trace's
+        order). The model's eviction set holds a node it is not enough without (model/radix_cache.py:
+        "whose last node was needed"); if any is, the longest is, so SGLang evicting them in this
+        order takes the whole set and stops there. The trace's own order of the picks is only the
+        order the model asked its questions in (a set does not say which node went last)."""
+        from .abstraction import _tokens, view
 
         v = view(self.h)
         tree = self.h.inner_tree
-        chosen = sorted((a for a in nodes if a in self.rank), key=lambda a: self.rank[a])
+        chosen = sorted((a for a in nodes if a in self.rank), key=lambda a: (len(_tokens(nodes[a])), self.rank[a]))
         tomb = sorted((a for a in nodes if a in self.tomb_rank), key=lambda a: self.tomb_rank[a])
         if v.unified:  # UnifiedRadixCache: Full evicts a heap of device leaves by last_access_time,
             # SWA walks its LRU list from the tail (the tree core's from 0.5.18)

@@ -268,6 +268,10 @@ class RealScheduler:
         if cfg.spec is not None:
             raise NotReplayable("speculative decoding: EAGLE draft/verify needs the draft and target models "
                                 "(the scheduler cannot be driven without them)")
+        if cfg.swa_ring:
+            from .releases import RING_NOT_REPLAYABLE
+
+            raise NotReplayable(RING_NOT_REPLAYABLE)
         if cfg.hicache and cfg.hybrid_swa and not _unified_hicache():
             raise NotReplayable("HiCache with hybrid SWA: this release has no UnifiedRadixCache with HiCache "
                                 "(init_hicache, from 0.5.12.post1), and its HiRadixCache refuses an SWA pool")
@@ -453,7 +457,12 @@ class RealScheduler:
 
     # -- requests -------------------------------------------------------------------------------------
     def _sampling(self, max_new: int) -> Any:
-        sp = setup()["SamplingParams"](max_new_tokens=max_new, ignore_eos=True)
+        # not ignore_eos: from 0.5.22 the PrefillAdder reserves an ignore_eos request's whole remaining
+        # output (ratio 1.0, "fixed-length requests cannot benefit from the early-EOS estimate"), while
+        # kvmc applies the config's new_token_ratio to every request, as SGLang does to a request that may
+        # stop early. The fixed token run_batch returns is no EOS, so the request still stops at
+        # max_new_tokens, as the model's requests do.
+        sp = setup()["SamplingParams"](max_new_tokens=max_new, ignore_eos=False)
         sp.normalize(None)
         return sp
 
@@ -734,12 +743,28 @@ def _why_no_prefill(h: RealScheduler, batch: Any, full_before: bool, finished_be
     replay still compares the states."""
     if waiting_before == 0 or (batch and batch.forward_mode.is_extend()) or h.sch.chunked_req is not None:
         return ""
-    if full_before and not h.hybrid:
+    if full_before and not (h.hybrid and _hybrid_clears_batch_is_full()):
         return "running_batch.batch_is_full (set by an earlier pass) skipped admission"
     if finished_before and finished_before + len(h.sch.running_batch.reqs) >= h.p.req_pool_size:
         return (f"{finished_before} finished request(s) still in the running batch counted against "
                 "max_running_requests (batch_is_full set)")
     return ""
+
+
+_HYBRID_CLEARS: list[bool] = []
+
+
+def _hybrid_clears_batch_is_full() -> bool:
+    """Whether this release clears `batch_is_full` at every prefill pass on hybrid SWA (0.5.12.post1+:
+    `if self.enable_priority_preemption or self.is_hybrid_swa`; 0.5.10.post1 / 0.5.11 clear it for
+    priority preemption only). A feature test on the scheduler's source, never the version string."""
+    if not _HYBRID_CLEARS:
+        import inspect
+
+        cls = setup()["sched_mod"].Scheduler
+        fns = [getattr(cls, n) for n in ("_get_new_batch_prefill_raw", "get_new_batch_prefill") if hasattr(cls, n)]
+        _HYBRID_CLEARS.append(any("or self.is_hybrid_swa" in inspect.getsource(f) for f in fns))
+    return _HYBRID_CLEARS[0]
 
 
 def _failing_batch_reqs(e: BaseException) -> list[Any]:

@@ -84,12 +84,19 @@ class Plan:
     why: str  # one line: the release before the fix, the fix reverted, the fix present, or why not
 
 
+RING_NOT_REPLAYABLE = ("the per-request SWA ring (swa_req_ring_size): the replay builds SGLang's scheduler over a plain "
+                       "SWAKVPool, and the only pool that sets a ring is DeepSeek-V4's, which needs that model's "
+                       "layout and CUDA kernels (the conform rows /swa_ring build the ring on a real SWAKVPool alone)")
+
+
 def plan(trace: object, version: str, reverts: list[str]) -> Plan:
     cfg = trace.cfg  # type: ignore[attr-defined]
     design = trace.design  # type: ignore[attr-defined]
     if cfg.spec is not None:
         return Plan("not replayable", "speculative decoding: EAGLE draft and verify need the draft and target "
                                       "models, which a replay without a model cannot run")
+    if cfg.swa_ring:
+        return Plan("not replayable", RING_NOT_REPLAYABLE)
     if design.mutants:
         return Plan("not replayable", f"planted kvmc mutant(s) {', '.join(sorted(design.mutants))} have no SGLang "
                                       "counterpart")

@@ -1,5 +1,6 @@
 """Random walks through the model's concrete interpretation, as `Trace`s: long traces that
-exercise the pool far beyond the short counterexamples (used by tests and bench/replay.py).
+exercise the pool far beyond the short counterexamples (used by tests, bench/replay.py and the
+scheduler-loop conformance rows, upstream/sched/loop_rows.py).
 
 A step's choices come from a seeded RNG; a step whose choices break one of the model's
 assumptions (`Infeasible`: e.g. an eviction set that is not minimal) is retried with fresh

@@ -1,0 +1,62 @@
+"""The model changes the scheduler-loop conformance rows found (docs/conformance.md, session 28), each
+shown on the walk its row shrank the disagreement to, run through the concrete model under the
+design with and without the change (no SGLang needed: tests/upstream/test_loop_rows.py runs the
+rows themselves)."""
+
+from __future__ import annotations
+
+from checker.traces.trace import run_concrete
+from checker.traces.walk import random_walk
+from model.designs import PRESETS
+from model.state import FINISHED, WAITING
+from model.system import System
+from specs.configs import CONFIGS
+
+
+def _rerun(trace, design):
+    states, _ = run_concrete(System(trace.cfg, design), trace.params, trace.actions)
+    return states
+
+
+def test_a_stash_past_the_prompt_splits_there_from_0_5_22() -> None:
+    """sessions, seed 3132362: request 1 (7-token prompt, one output) is retracted by SGLANG_TEST_RETRACT,
+    then re-prefills all 8 tokens; 0.5.22's `checkpoint_into_tree` splits the stash's node at the prompt
+    (7 + 1, its lock on the tail), the finish-only variant of 0.5.20/0.5.21 leaves one node of 8."""
+    d = PRESETS["v0.5.23"]
+    assert d.variant("prompt_boundary_split") == "checkpoint"
+    walk = random_walk(CONFIGS["sessions"], d, 4, 3132362)
+    assert "decode.test_retract" in walk.steps[2].picks  # the retraction the re-prefill follows
+    split = _rerun(walk, d)[-1]
+    assert split.node_len[2:4] == (7, 1) and split.last_node[1] == 3
+    whole = _rerun(walk, d.with_fix("prompt_boundary_split", "on"))[-1]
+    assert whole.node_len[2:4] == (8, 0) and whole.last_node[1] == 2
+
+
+def test_before_0_5_12_free_rows_do_not_bound_admission() -> None:
+    """sessions, seed 4: session 0's first turn finishes and its slot keeps the only request row; the
+    next turn (which restores that row) is admitted by 0.5.11, whose pass is bounded by
+    max_running_requests - running only; with `admission_free_rows` (0.5.12.post1) it waits."""
+    d = PRESETS["v0.5.11"]
+    assert not d.on("admission_free_rows") and PRESETS["v0.5.12.post1"].on("admission_free_rows")
+    walk = random_walk(CONFIGS["sessions"], d, 3, 4)
+    old = _rerun(walk, d)[-1]
+    assert old.req_pool_available == 0 and old.status[0] == FINISHED and old.turn[0] == 1
+    new = _rerun(walk, d.with_fix("admission_free_rows", "on"))[-1]
+    assert new.status[0] == WAITING
+
+
+def test_a_turn_clipped_to_no_output_drops_its_token_from_the_next_turn() -> None:
+    """A turn enqueued with max_new_tokens clipped to 0 (`enqueue_clip_max_new`: 5-token pool, 3-token
+    prompt) still samples its prefill's token (SGLang appends it: output_len 1), but the next turn's
+    input is the context plus output_ids[:max_new_tokens], so that token is not part of it."""
+    d = PRESETS["v0.5.21"]
+    params = random_walk(CONFIGS["sessions"], d, 2, 75452747).params
+    assert (params.full_tokens, params.input_len[0]) == (5, 3)
+    for seed in range(300):  # a walk of that point that reaches the session's next turn
+        w = random_walk(CONFIGS["sessions"], d, 5, seed, params=params)
+        for prev, st in zip([w.init] + [s.state for s in w.steps], w.steps):
+            if st.picks.get("recv.next_turn[0]"):
+                assert prev.status[0] == FINISHED and prev.output_len[0] == 1 and prev.kv_committed_len[0] == 3
+                assert st.state.origin_input_len[0] == 3 + st.picks["recv.turn_tokens[0]"]  # not 3 + 1 + new
+                return
+    raise AssertionError("no walk of that point reached the session's next turn")
