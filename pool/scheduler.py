@@ -570,6 +570,8 @@ class Scheduler:
                 ad.add_chunked_req(req)
         for req in sorted(self.waiting, key=lambda q: q.rid):
             rows = self.req_pool.available_size()
+            if not self.design.on("admission_free_rows"):  # <= v0.5.11: max_running_requests - running_bs
+                rows = self.p.req_pool_size - len(self.running)
             if self.design.on("admission_rows_held"):  # v0.5.23: + rows the admitted requests already hold
                 rows += sum(1 for a in ad.can_run.values() if not a.fresh)
             if ad.stopped or len(ad.can_run) >= rows:

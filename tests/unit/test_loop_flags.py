@@ -60,3 +60,18 @@ def test_a_turn_clipped_to_no_output_drops_its_token_from_the_next_turn() -> Non
                 assert st.state.origin_input_len[0] == 3 + st.picks["recv.turn_tokens[0]"]  # not 3 + 1 + new
                 return
     raise AssertionError("no walk of that point reached the session's next turn")
+
+
+def test_finding_4_the_v0_5_11_preset_dies_on_a_row_a_session_holds() -> None:
+    """docs/findings.md finding 4: with a session slot keeping the only request row, v0.5.11 admits a
+    fresh request and `alloc_req_slots` fails (depth 2); v0.5.12.post1's free-row bound closes it."""
+    from checker.engines.run import run_check
+    from checker.verdict import Verdict
+    from model.state import OOM_REQ_SLOTS
+
+    res = run_check(PRESETS["v0.5.11"], ["sessions"], ["no_prefill_oom"], 2, prove=False).configs[0].results["no_prefill_oom"]
+    assert res.verdict is Verdict.VIOLATED and res.depth == 2, res.words()
+    last = res.trace.states[-1]
+    assert last.oom == OOM_REQ_SLOTS and last.slot_holding[0], last
+    ok = run_check(PRESETS["v0.5.12.post1"], ["sessions"], ["no_prefill_oom"], 2, prove=False).configs[0].results["no_prefill_oom"]
+    assert ok.verdict is Verdict.HOLDS_TO_DEPTH and ok.depth == 2, ok.words()
