@@ -218,11 +218,18 @@ def _ownership_difference(x: Any, state: State, led: Any) -> tuple[str, Any, Any
     return None
 
 
-def _choice_difference(h: Any) -> tuple[str, Any, Any] | None:
+def _choice_difference(h: Any, before: State | None = None, after: State | None = None) -> tuple[str, Any, Any] | None:
+    """The atoms SGLang's evict removed against the walk's eviction set: the chosen atoms, plus the
+    tombstones the model deleted with their last child in that step (SWARadixCache's chain, no choice
+    of its own: the nodes that held KV `before` and none `after` without being chosen)."""
     f = h.forcing
     if not f.enabled:
         return None
-    chosen = sorted(f.rank)
+    chosen = set(f.rank)
+    if before is not None and after is not None:
+        chosen |= {a for a, (was, now, tomb) in enumerate(zip(before.node_len, after.node_len, before.node_swa_tombstone))
+                   if was > 0 and now == 0 and tomb}
+    chosen = sorted(chosen)
     got = sorted(set(f.evicted))
     if chosen != got:
         return "choice evict (eviction set)", chosen, got
@@ -307,6 +314,7 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             return _outcome(DIVERGED, step=0, field=d[0], model=d[1], sglang=d[2], message="initial state",
                             detail=side_by_side(trace.init, real))
         led = real_ledger(h)
+        prev = trace.init
         for step, st in enumerate(trace.steps, 1):
             if st.action != "event_loop_iteration":
                 return _outcome(ERROR, step=step, message=f"state {step}: unknown action {st.action!r}")
@@ -314,7 +322,8 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             real = to_state(h)
             led = real_ledger(h)
             table.append(_row(step, h, led, _kvmc_props(x, st.state)))
-            d = _choice_difference(h)
+            d = _choice_difference(h, prev, st.state)
+            prev = st.state
             if d is None:
                 d = first_difference(st.state, real, x)
             if d is None:
