@@ -394,10 +394,7 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         for a in reversed(range(K)):  # children have larger indices: decide them first
             leaf_after = x.not_(kids_any(stays, a))
             gone_after = kids_all(empty, a)
-            # a tombstone holds no SWA: only a Full shortfall deletes it (SGLang's SWA pass walks the nodes
-            # that hold SWA; kvmc conform's event_loop/swa row: 0.5.18+ kept such a leaf for an SWA need)
-            need_a = x.or_(full_need > 0, x.and_(swa_need > 0, x.not_(tomb[a]))) if hybrid else need
-            elig[a] = x.and_(need_a, dev[a], x.not_(locked[a]), leaf_after, x.or_(host[a], gone_after))
+            elig[a] = x.and_(need, dev[a], x.not_(locked[a]), leaf_after, x.or_(host[a], gone_after))
             # SWARadixCache deletes a tombstone whose last device child goes with it ("no leaf is a
             # tombstone"); UnifiedRadixCache keeps it as a Full-only leaf (`swa_tombstone_parent_kept`)
             if hybrid and x.on("swa_tombstone_parent_kept"):
@@ -462,14 +459,6 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
             needed.append(x.and_(t[a], freed_swa - L[a] < swa_need))
             any_gone.append(t[a])
     x.assume(x.implies(x.or_(*any_gone), x.or_(*needed)), "eviction freed more nodes than needed")
-    if hybrid:
-        # the SWA pass runs while the SWA freed so far (the Full pass's deletions included) is short of
-        # its need, so its last step, a tombstone or a deleted leaf holding SWA, was needed for the SWA
-        # pool: tombstones beyond that are not SGLang's (kvmc conform's event_loop/swa_page4 row: a Full
-        # deletion covered both needs, and kvmc tombstoned two more nodes)
-        swa_needed = [x.and_(t[a], freed_swa - L[a] < swa_need) for a in range(K)]
-        swa_needed += [x.and_(d[a], x.not_(forced[a]), x.not_(tomb[a]), freed_swa - swa_len[a] < swa_need) for a in range(K)]
-        x.assume(x.implies(x.or_(*t), x.or_(*swa_needed)), "SWA eviction tombstoned more nodes than needed")
     # node by node, each node's slots freed with it: the ledger is exact after every node (a
     # checkpoint), so the induction step can ask which node's eviction broke it, if one did
     for a in range(K):

@@ -22,6 +22,7 @@ off the real objects (`table`).
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from typing import Any
@@ -218,6 +219,37 @@ def _ownership_difference(x: Any, state: State, led: Any) -> tuple[str, Any, Any
     return None
 
 
+_EVICT_PICK = re.compile(r"^(.*)\.(evict|tombstone)\[(\d+)\]$")
+
+
+def _sglang_eviction_allowed(trace: Any, before: State, picks: dict[str, Any], h: Any, real: State) -> bool:
+    """Whether SGLang's step is one the model allows: the step's choices with the one eviction site's
+    picks replaced by the atoms SGLang evicted and tombstoned, run through the concrete model from
+    the state `before`, reach SGLang's state (as the lifecycle rows accept an eviction). A step with
+    no eviction pick, or picks at several sites, is not judged (False)."""
+    from checker.traces.trace import DictOracle
+    from model.ops import Concrete, Infeasible
+    from model.system import System
+
+    f = h.forcing
+    if _choice_difference(h, before, None) is None and sorted(f.tomb_rank) == sorted(set(f.tombstoned)):
+        return False  # SGLang took the walk's eviction: the difference lies elsewhere
+    sites = {m.group(1) for m in (_EVICT_PICK.match(k) for k in picks) if m}
+    if len(sites) != 1 or not (f.evicted or f.tombstoned):
+        return False
+    (site,) = sites
+    alt = {k: v for k, v in picks.items() if not (_EVICT_PICK.match(k) and _EVICT_PICK.match(k).group(1) == site)}
+    alt.update({f"{site}.evict[{a}]": True for a in set(f.evicted)})
+    alt.update({f"{site}.tombstone[{a}]": True for a in set(f.tombstoned)})
+    system = System(trace.cfg, trace.design)
+    try:
+        after = system.step(system.ctx(Concrete(DictOracle(alt)), trace.params), before)
+    except (Infeasible, ValueError, KeyError):
+        return False
+    x = _model_ctx(trace)
+    return first_difference(after, real, x) is None
+
+
 def _choice_difference(h: Any, before: State | None = None, after: State | None = None) -> tuple[str, Any, Any] | None:
     """The atoms SGLang's evict removed against the walk's eviction set: the chosen atoms, plus the
     tombstones the model deleted with their last child in that step (SWARadixCache's chain, no choice
@@ -323,6 +355,7 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             led = real_ledger(h)
             table.append(_row(step, h, led, _kvmc_props(x, st.state)))
             d = _choice_difference(h, prev, st.state)
+            before = prev
             prev = st.state
             if d is None:
                 d = first_difference(st.state, real, x)
@@ -333,8 +366,13 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             if d:
                 why = (f"SGLang ran no prefill: {h.prefill_skipped}; kvmc re-runs admission every iteration "
                        "(not modelled: docs/releases.md, batch_is_full)") if h.prefill_skipped else ""
+                abstraction = "batch_is_full" if why else ""
+                if not why and _sglang_eviction_allowed(trace, before, st.picks, h, real):
+                    abstraction = "eviction_superset"
+                    why = ("the walk's eviction is one SGLang's LRU cannot take; SGLang's own is one the model allows "
+                           "too (the model's eviction over-approximates LRU: model/radix_cache.py)")
                 return _outcome(DIVERGED, step=step, field=d[0], model=d[1], sglang=d[2], steps=step, table=table,
-                                detail=side_by_side(st.state, real, x), message=why, abstraction="batch_is_full" if why else "")
+                                detail=side_by_side(st.state, real, x), message=why, abstraction=abstraction)
     except Unforceable as e:
         return _outcome(NOT_REPLAYABLE, step=step, message=f"step {step}: a choice cannot be forced on SGLang: {e}",
                         table=table)

@@ -40,7 +40,6 @@ LOOP_ROWS = {
     "event_loop/swa": "hybrid_swa",
     "event_loop/swa_page4": "hybrid_swa_page4",
 }
-NO_PREFILL = "SGLang ran no prefill"  # the driver's message for a skipped pass (batch_is_full)
 UNFORCEABLE = "a choice SGLang cannot make here"
 
 
@@ -75,8 +74,8 @@ def run_walk(sc: Walk, design: Design) -> list[tuple[str, Any, Any]]:
         return [("replay", "follows the walk", "follows the walk")]
     if status == driver.DIVERGED:
         label = f"step {out['step']}: {out['field']}"
-        if out.get("abstraction") == "batch_is_full":
-            label += f" ({NO_PREFILL}: batch_is_full)"
+        if out.get("abstraction") in ("batch_is_full", "eviction_superset"):
+            label += f" ({out['abstraction']})"
         return [(label, out["sglang"], out["model"])]
     msg = out.get("message", "")
     if status == driver.NOT_REPLAYABLE and "cannot be forced" in msg:
