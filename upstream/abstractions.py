@@ -108,6 +108,11 @@ ABSTRACTIONS.append(Abstraction(
 ))
 
 
+# the scheduler-loop rows (upstream/sched/loop_rows.py)
+LOOP_ROWS = ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged",
+             "event_loop/swa", "event_loop/swa_page4")
+
+
 ABSTRACTIONS.append(Abstraction(
     "batch_is_full",
     "SGLang keeps `running_batch.batch_is_full` across iterations: a NO_TOKEN verdict or a full row budget sets it, "
@@ -119,8 +124,7 @@ ABSTRACTIONS.append(Abstraction(
     "liveness (starvation: kvmc admits at least as early as SGLang, so a request SGLang keeps waiting may look "
     "served) and the reachable states of every property on the non-SWA configs: SGLang has decode-instead-of-prefill "
     "iterations kvmc does not take. Every walk of these rows follows SGLang state for state up to that iteration.",
-    ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
-     "event_loop/swa_page4"),
+    LOOP_ROWS,
     lambda sc, diffs, d, v: "(batch_is_full)" in diffs[0][0],
 ))
 
@@ -137,8 +141,7 @@ ABSTRACTIONS.append(Abstraction(
     "z3's hybrid_swa_page4 queries (session 28), so the superset stays.",
     "none for safety (a superset of SGLang's evictions): a counterexample that needs such a set would not replay on "
     "SGLang, which `kvmc replay --against` reports",
-    ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
-     "event_loop/swa_page4"),
+    LOOP_ROWS,
     lambda sc, diffs, d, v: "(eviction_superset)" in diffs[0][0],
 ))
 
@@ -152,8 +155,7 @@ ABSTRACTIONS.append(Abstraction(
     "the release has.",
     "none for safety: the model's runs include SGLang's (a superset of release timings); a counterexample that "
     "needs such a release would not replay, which `kvmc replay --against` reports as not replayable",
-    ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
-     "event_loop/swa_page4"),
+    LOOP_ROWS,
     lambda sc, diffs, d, v: "a choice SGLang cannot make here" in diffs[0][0] and "evict_swa" in str(diffs[0][1]),
 ))
 
