@@ -60,6 +60,17 @@ FIXES: dict[str, Fix] = {
             off="R = min(rem_chunk, rem_total, rem_swa); R <= 0 falls back to rem_chunk",
         ),
         Fix(
+            "chunked_req_scheduled_last_iter",
+            24318,
+            "",
+            "v0.5.12.post1",
+            "get_next_batch_to_run stashes the chunked request only if a chunk of it was scheduled in the last "
+            "iteration (#24318, fixing #24252; content-based since #26938: fill_len > len(prefix_indices))",
+            off="<= v0.5.11: the chunked request is stashed at every iteration; after #23174 parked it, its fill_ids "
+            "still hold the whole prompt, so cache_unfinished_req inserts req_to_token entries never allocated "
+            "(phantom KV) and the next extend is 0",
+        ),
+        Fix(
             "spec_topk_busy_check",
             27228,
             "687cfe91982904ee789577c82ddae19c51e041d8",
@@ -473,7 +484,8 @@ _V0511 = {
 # enqueue_clip_max_new (#25126) ships in 0.5.12.post1 (Scheduler.init_req_max_new_tokens; found by
 # `kvmc conform` once the harness enqueues as the scheduler does): on from v0.5.12.post1. `current`
 # keeps it off (docs/releases.md §A.9: one of the 0.5.18 facts current lacks).
-_V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on", "admission_free_rows": "on"}
+_V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on", "admission_free_rows": "on",
+          "chunked_req_scheduled_last_iter": "on"}
 _V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
 # The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on

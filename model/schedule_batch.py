@@ -178,26 +178,27 @@ def check_decode_mem(x: Ctx, s: State, batch: tuple, site: str) -> tuple[State, 
     return s, allocator.available_size(x, s) >= need
 
 
-def _retract_victim(x: Ctx, s: State, kept: tuple, r: int) -> Any:
-    """Request r is the next to retract (`_get_decode_retraction_order`): SGLang sorts by
+def _retract_victims(x: Ctx, s: State, kept: tuple, act: Any, it: int) -> list:
+    """Which request is the next to retract (`_get_decode_retraction_order`): SGLang sorts by
     (len(output_ids), -len(origin_input_ids)) descending and pops from the end; before v0.5.17
     speculative decoding retracted from the back of the batch (`allow_policy_sort=False`: its
-    filter_batch could only drop the tail), since then in the same order (`spec_retract_length_order`)."""
+    filter_batch could only drop the tail), since then in the same order (`spec_retract_length_order`).
+
+    Among requests with equal keys the stable sort leaves running-batch order, which is admission
+    order, and pops the last admitted. The model keeps no admission order, so a tie is a choice
+    (`retract[it].tie_pass[r]`: the highest-slot tied request is retracted unless it passes, then
+    the next, ...; the lowest cannot pass): every tie-break SGLang can make is explored, and no
+    order state is added."""
     R = x.cfg.num_reqs
-    conds = [kept[r]]
-    from_back = x.cfg.spec is not None and not x.on("spec_retract_length_order")
-    for q in range(R):
-        if q == r:
-            continue
-        if from_back:
-            before = q < r
-            conds.append(x.implies(kept[q], before))
-            continue
-        out_r, out_q = s.output_len[r], s.output_len[q]
-        in_r, in_q = s.origin_input_len[r], s.origin_input_len[q]
-        lower = x.or_(out_r < out_q, x.and_(out_r == out_q, in_r > in_q), x.and_(out_r == out_q, in_r == in_q, r > q))
-        conds.append(x.implies(kept[q], lower))
-    return x.and_(*conds)
+    if x.cfg.spec is not None and not x.on("spec_retract_length_order"):
+        return [x.and_(act, kept[r], *(x.not_(kept[q]) for q in range(r + 1, R))) for r in range(R)]
+    out, inp = s.output_len, s.origin_input_len
+    first = [x.and_(kept[r], *(x.implies(kept[q], x.or_(out[r] < out[q], x.and_(out[r] == out[q], inp[r] >= inp[q])))
+                               for q in range(R) if q != r)) for r in range(R)]
+    passes = [x.choose_bool_when(f"retract[{it}].tie_pass[{r}]", x.and_(act, first[r], x.or_(*first[:r])))
+              if r > 0 else False for r in range(R)]
+    return [x.and_(act, first[r], x.not_(passes[r]), *(x.implies(first[q], passes[q]) for q in range(r + 1, R)))
+            for r in range(R)]
 
 
 @transition(
@@ -225,7 +226,7 @@ def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
         last_one = x.sum(x.ite(kept[r], 1, 0) for r in range(R)) == 1
         abort = x.and_(going, last_one, x.not_(fits))
         act = x.and_(going, x.or_(x.not_(last_one), abort))
-        victims = [x.and_(act, _retract_victim(x, s, kept, r)) for r in range(R)]
+        victims = _retract_victims(x, s, kept, act, it)
         s = ghost_needless_retract(x, s, kept, victims, forced if it == 0 else False)  # not mutated (ghost_)
         for r in range(R):
 

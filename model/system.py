@@ -180,12 +180,31 @@ def recv_requests(x: Ctx, s: State) -> State:
 # -- get_next_batch_to_run -------------------------------------------------------------------------
 def stash_chunked_req(x: Ctx, s: State) -> State:
     """After an extend batch, the chunked request's computed part goes into the tree
-    (`cache_unfinished_req(chunked_req, chunked=True)`), whether or not it ran in that batch."""
+    (`cache_unfinished_req(chunked_req, chunked=True)`), whether or not it ran in that batch.
+
+    Off `chunked_req_scheduled_last_iter` (<= v0.5.11, `0.5.11:managers/scheduler.py:2439-2443`)
+    the stash runs at every iteration. After an iteration whose `add_chunked_req` parked the
+    request (#23174: `return req` before `fill_ids` is truncated; kvmc: chunked and not in the last
+    batch), `fill_ids` is the whole prompt `init_next_round_input` prepared, and the stash inserts it
+    with the request's `req_to_token` entries past its KV, which were never allocated: kvmc gives
+    the request that phantom KV (`kv_allocated_len = kv_committed_len = fill`, nothing taken from a
+    pool), so the tree holds tokens no pool handed out (SGLang #24252)."""
+    gate = x.on("chunked_req_scheduled_last_iter")
     for r in range(x.cfg.num_reqs):
-        stash = x.and_(s.last_batch == EXTEND_BATCH, s.status[r] == CHUNKED)
+        chunked = s.status[r] == CHUNKED
+        stash = x.and_(s.last_batch == EXTEND_BATCH, chunked) if gate else chunked
         if radix_cache.rematches(x, False):  # an earlier stash may have killed the scheduler (OOM_ASSERT)
             stash = x.and_(stash, s.oom == OOM_NONE)
-        s = x.branch(stash, lambda r=r: radix_cache.cache_unfinished_req(x, s, r, f"stash[{r}]"), lambda: s)
+
+        def run(r: int = r) -> State:
+            s1 = s
+            if not gate:
+                fill = s.origin_input_len[r] + s.output_len[r]
+                parked = x.not_(s.in_last_batch[r])
+                s1 = x.branch(parked, lambda: s.req(r, kv_allocated_len=fill, kv_committed_len=fill), lambda: s)
+            return radix_cache.cache_unfinished_req(x, s1, r, f"stash[{r}]")
+
+        s = x.branch(stash, run, lambda: s)
         s = x.checkpoint(f"stashed[{r}]", s)
     return s.set(in_last_batch=(False,) * x.cfg.num_reqs)
 

@@ -543,8 +543,15 @@ class Scheduler:
                 req.load_back = None
 
     def stash_chunked_req(self, ch: Chooser) -> None:
+        gate = self.design.on("chunked_req_scheduled_last_iter")
         for req in sorted(self.chunked, key=lambda q: q.rid):
-            if self.last_batch == EXTEND_BATCH:
+            if not gate:  # <= v0.5.11: every iteration; a parked request's fill is its whole prompt
+                if not req.in_last_batch:
+                    # the row's entries past the KV were never allocated: whatever the row holds there
+                    # goes into the tree (model/system.py::stash_chunked_req, SGLang #24252)
+                    req.kv_allocated_len = req.kv_committed_len = req.origin_input_len + req.output_len
+                self.cache_unfinished_req(req, ch, f"stash[{req.rid}]")
+            elif self.last_batch == EXTEND_BATCH:
                 self.cache_unfinished_req(req, ch, f"stash[{req.rid}]")
         for req in self.reqs:
             req.in_last_batch = False
@@ -846,11 +853,15 @@ class Scheduler:
         self.evict_from_tree_cache(need, ch, site)
         return self.alloc.available_size() >= need
 
-    def _retract_order(self, kept: list[Req]) -> Req:
+    def _retract_order(self, kept: list[Req], ch: Chooser, it: int) -> Req:
         if self.cfg.spec is not None and not self.design.on("spec_retract_length_order"):
             return max(kept, key=lambda r: r.rid)  # spec retracts from the back of the batch
-        # sort by (len(output_ids), -len(origin_input_ids)) descending, pop from the end
-        return min(kept, key=lambda r: (r.output_len, -r.origin_input_len, -r.rid))
+        # sort by (len(output_ids), -len(origin_input_ids)) descending, pop from the end; a tie is
+        # admission order in SGLang, a choice here (model/schedule_batch.py::_retract_victims)
+        key = min((r.output_len, -r.origin_input_len) for r in kept)
+        tied = sorted((r for r in kept if (r.output_len, -r.origin_input_len) == key), key=lambda r: r.rid)
+        passes = {r.rid: ch.bool(f"retract[{it}].tie_pass[{r.rid}]") for r in tied[1:]}
+        return next(r for r in reversed(tied) if not passes.get(r.rid, False))
 
     def retract_decode(self, fits: bool, forced: bool, ch: Chooser) -> None:
         kept = sorted(self.running, key=lambda q: q.rid)
@@ -865,7 +876,7 @@ class Scheduler:
             last_one = len(kept) == 1
             abort = last_one and not fits
             if not last_one or abort:
-                victim = self._retract_order(kept)
+                victim = self._retract_order(kept, ch, it)
                 self.release_kv_cache(victim, False, ch, f"retract[{it}].release[{victim.rid}]", abort)
                 rest = len(kept) - 1
                 with ch.scope(f"retract[{it}].victim[{victim.rid}]"):

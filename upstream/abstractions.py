@@ -160,6 +160,21 @@ ABSTRACTIONS.append(Abstraction(
 ))
 
 
+ABSTRACTIONS.append(Abstraction(
+    "retraction_tie_order",
+    "Among decode requests with equal (|output|, |input|) SGLang's stable sort retracts the last in running-batch "
+    "order, which is admission order; kvmc keeps no admission order and lets the tie be any of them (model/"
+    "schedule_batch.py::_retract_victims). From 0.5.18 the replay forces the walk's choice through "
+    "`_get_decode_retraction_order`; before 0.5.18 the sort is inline in `retract_decode`, and a walk whose tie-break "
+    "is not SGLang's cannot be forced there and is counted here.",
+    "none for safety: the model's retractions include SGLang's (every tie-break); a counterexample that needs another "
+    "tie-break than the admission order would not replay on releases before 0.5.18, which `kvmc replay --against` "
+    "reports as not replayable",
+    LOOP_ROWS,
+    lambda sc, diffs, d, v: "a choice SGLang cannot make here" in diffs[0][0] and "tie_pass" in str(diffs[0][1]),
+))
+
+
 def match(row: str, sc: Any, diffs: list, design: Any, version: str) -> str | None:
     for a in ABSTRACTIONS:
         if row in a.rows and a.matches(sc, diffs, design, version):

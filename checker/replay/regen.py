@@ -45,6 +45,8 @@ FINDINGS: list[tuple[str, str, str]] = [
     ("v0.5.13", "hybrid_swa", "progress"),  # #23174's deferral stalls a chunked request (a lasso)
     ("v0.5.18", "hybrid_swa_page4", "conservation"),  # the re-match after the unfinished insert (0.5.18-0.5.22)
     ("v0.5.22", "hybrid_swa_page4", "no_scheduler_assertion"),  # finding 3's AssertionError: the scheduler dies
+    ("v0.5.11", "sessions", "no_prefill_oom"),  # finding 4: a session's row admits a request with no row left
+    ("v0.5.11", "hybrid_swa", "conservation"),  # SGLang #24252 (fixed by #24318): a parked chunk's prompt stashed
 ]
 
 

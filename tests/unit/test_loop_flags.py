@@ -75,3 +75,30 @@ def test_finding_4_the_v0_5_11_preset_dies_on_a_row_a_session_holds() -> None:
     assert last.oom == OOM_REQ_SLOTS and last.slot_holding[0], last
     ok = run_check(PRESETS["v0.5.12.post1"], ["sessions"], ["no_prefill_oom"], 2, prove=False).configs[0].results["no_prefill_oom"]
     assert ok.verdict is Verdict.HOLDS_TO_DEPTH and ok.depth == 2, ok.words()
+
+
+def test_24252_a_parked_chunk_is_stashed_whole_before_24318() -> None:
+    """SGLang #24252 (docs/findings.md section 2, "0.5.11"): 0.5.11 stashes the chunked request at every
+    iteration, and after #23174 parked it the stash inserts its whole prompt with KV no pool handed
+    out. On the corpus instance's pools (full 7, SWA 4, window 2, chunk 2) the explicit engine finds
+    it on v0.5.11 at depth 4, the tree holding more than was allocated; with #24318 turned on, and
+    on v0.5.12.post1, conservation holds there."""
+    from checker.engines.agreement import pinned
+    from checker.engines.explicit import Explorer
+    from checker.verdict import Verdict
+    from model.state import CHUNKED, NO_BATCH
+
+    cfg = pinned(CONFIGS["hybrid_swa"], full_tokens=(7, 7), swa_tokens=(4, 4), sliding_window_size=(2, 2),
+                 chunked_prefill_size=(2, 2), max_prefill_tokens=(8, 8), req_pool_size=(2, 2), max_new_tokens=(1, 1))
+    d = PRESETS["v0.5.11"]
+    assert not d.on("chunked_req_scheduled_last_iter") and PRESETS["v0.5.12.post1"].on("chunked_req_scheduled_last_iter")
+    res = Explorer(System(cfg, d), ["conservation"]).run(4).results["conservation"]
+    assert res.verdict is Verdict.VIOLATED and res.depth == 4, res
+    states = [res.trace.init, *res.trace.states]
+    # a parked step (the chunked request ran in no batch), then the stash took its whole prompt
+    assert any(CHUNKED in st.status and st.last_batch == NO_BATCH for st in states), [st.status for st in states]
+    last = states[-1]
+    assert last.full_available + sum(last.node_len) > res.trace.params.full_tokens, last
+    for fixed in (d.with_fix("chunked_req_scheduled_last_iter", "on"), PRESETS["v0.5.12.post1"]):
+        ok = Explorer(System(cfg, fixed), ["conservation"]).run(4).results["conservation"]
+        assert ok.verdict is Verdict.HOLDS_TO_DEPTH and ok.depth == 4, (fixed.name, ok)

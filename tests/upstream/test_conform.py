@@ -27,8 +27,6 @@ REPO = HERE.parent.parent
 OPEN = {
     ("0.5.10.post1", "event_loop/sessions"): "SGLang's busy check counts a session turn that finished in the last "
     "batch both as uncached and as session-held (a false alarm one iteration before kvmc's)",
-    ("0.5.10.post1", "event_loop/pressure"): "a retraction among requests with equal keys: SGLang retracts the last in "
-    "admission order, kvmc the highest slot",
 }
 
 

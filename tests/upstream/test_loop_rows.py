@@ -70,3 +70,92 @@ def test_row_sees_the_stash_prompt_split(newest: Path, tmp_path: Path) -> None:
     r = _row(out, "event_loop/sessions")
     assert r["disagreed"] > 0, r
     assert "node_len" in str(r["minimal"]["diffs"]), r["minimal"]
+
+
+# -- a retraction tie (model/schedule_batch.py::_retract_victims, upstream/sched/forcing.py) --------------
+
+class _Fill:
+    """The recorded picks, and a seeded coin for a question the recorded run never asked."""
+
+    def __init__(self, picks: dict, seed: int) -> None:
+        import random
+
+        self.picks, self.rng = picks, random.Random(seed)
+
+    def pick_int(self, name: str, lo: int, hi: int) -> int:
+        return int(self.picks[name]) if name in self.picks else self.rng.randint(lo, hi)
+
+    def pick_bool(self, name: str) -> bool:
+        return bool(self.picks[name]) if name in self.picks else self.rng.random() < 0.5
+
+
+def _both_tie_breaks(design: str, seed: int, tmp: Path) -> list[tuple[str, tuple[int, ...]]]:
+    """The pressure walk `seed` up to its first tied retraction, once with each tie-break: the
+    written trace and the requests it retracted there."""
+    from checker.traces import itf
+    from checker.traces.trace import Step, Trace
+    from checker.traces.walk import random_walk
+    from model.designs import PRESETS
+    from model.ops import Concrete, Infeasible
+    from model.state import RUNNING, WAITING
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    t = random_walk(CONFIGS["pressure"], PRESETS[design], 10, seed)
+    k = next(i for i, st in enumerate(t.steps) if any(".tie_pass[" in n for n in st.picks))
+    system = System(t.cfg, t.design)
+    before = t.steps[k - 1].state if k else t.init
+
+    def run(picks: dict) -> tuple[Step, tuple[int, ...]]:
+        for fill in range(50):
+            ops = Concrete(_Fill(picks, fill))
+            try:
+                after = system.step(system.ctx(ops, t.params), before)
+            except Infeasible:
+                continue
+            gone = tuple(r for r in range(t.cfg.num_reqs) if before.status[r] == RUNNING and after.status[r] == WAITING)
+            return Step(t.steps[k].action, dict(ops.picks), after), gone
+        raise AssertionError(f"no completion of {picks}")
+
+    steps = [run(t.steps[k].picks)]
+    for name in sorted(n for n in t.steps[k].picks if ".tie_pass[" in n):  # the one that decides the victim
+        other = run({n: v for n, v in t.steps[k].picks.items() if n != name} | {name: not t.steps[k].picks[name]})
+        if other[1] != steps[0][1]:
+            steps.append(other)
+            break
+    assert len(steps) == 2 and all(g for _, g in steps), steps
+    out = []
+    for i, (step, gone) in enumerate(steps):
+        f = tmp / f"{design}-{seed}-{i}.itf.json"
+        itf.write(f, Trace(t.cfg, t.design, t.params, t.init, [*t.steps[:k], step], None, "random-walk"))
+        out.append((str(f), gone))
+    return out
+
+
+def test_a_retraction_tie_is_forced_from_0_5_18(newest: Path, tmp_path: Path) -> None:
+    """Requests tied on (|output|, |input|): SGLang retracts the last admitted, kvmc may retract any.
+    On 0.5.23 the replay forces either tie-break through `_get_decode_retraction_order`, and SGLang
+    follows each state for state (without the forcing, SGLang's own order departs from one of them)."""
+    from upstream.sched import replay as sr
+
+    traces = _both_tie_breaks("v0.5.23", 351, tmp_path)
+    res = sr.replay(NEWEST, [f for f, _ in traces], root=newest)
+    for o in res["outcomes"]:
+        assert o["status"] == sr.PASSED and "every state matched" in o["message"], sr.line(o)
+
+
+def test_a_retraction_tie_before_0_5_18_is_reported_not_forceable(sglang_root: Path, tmp_path: Path) -> None:
+    """0.5.10.post1 sorts inside `retract_decode`: the tie-break that is SGLang's own (admission order)
+    replays, the other is reported not forceable at its step (the row's `retraction_tie_order`)."""
+    from upstream.sched import replay as sr
+    from upstream.sched.replay import install_extras
+
+    if not _installed(sglang_root, "0.5.10.post1"):
+        pytest.skip("SGLang 0.5.10.post1 is not installed (.ci/run installs it)")
+    install_extras(sglang_root, say=lambda m: None)
+    traces = _both_tie_breaks("v0.5.10.post1", 496, tmp_path)
+    res = sr.replay("0.5.10.post1", [f for f, _ in traces], root=sglang_root)
+    got = sorted(o["status"] for o in res["outcomes"])
+    assert got == sorted([sr.PASSED, sr.NOT_REPLAYABLE]), [sr.line(o) for o in res["outcomes"]]
+    (no,) = [o for o in res["outcomes"] if o["status"] == sr.NOT_REPLAYABLE]
+    assert "tie_pass" in no["message"] and "cannot be forced" in no["message"], sr.line(no)

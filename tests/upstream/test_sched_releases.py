@@ -67,6 +67,36 @@ def test_chunk_cap_finding_reproduces_on_0_5_18_and_not_before_the_hatch() -> No
     assert (old["status"], old["step"]) == (sr.DIVERGED, 1), sr.line(old)
 
 
+def test_session_row_finding_reproduces_on_0_5_11_and_not_after_the_free_row_bound() -> None:
+    """docs/findings.md #4: on 0.5.11's own scheduler a streaming session's slot keeps the only
+    request row, the next pass admits a fresh request anyway and `alloc_req_slots` raises, step for
+    step as the trace records it. 0.5.13 bounds the pass by the free rows (`admission_free_rows`):
+    it admits nothing and the replay departs from the trace at step 2, where the model's prefill
+    was (the adder's refusal leaves `batch_is_full` set)."""
+    f = next(f for f in corpus_files() if f.endswith("v0.5.11/sessions/no_prefill_oom.itf.json"))
+    new = sr.replay("0.5.13", [f], root=_root_with("0.5.13"))["outcomes"][0]
+    assert (new["status"], new["step"], new["field"]) == (sr.DIVERGED, 2, "last_batch"), sr.line(new)
+    o = sr.replay("0.5.11", [f], root=_root_with("0.5.11"))["outcomes"][0]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "no_prefill_oom violated on SGLang 0.5.11 at step 2" in sr.line(o), sr.line(o)
+
+
+def test_parked_chunk_stash_24252_reproduces_on_0_5_11_and_not_after_24318() -> None:
+    """SGLang #24252 on 0.5.11's own scheduler (docs/findings.md section 2, "0.5.11"): the chunked
+    request parked by #23174 is stashed at the next iteration with its whole prompt, the tree takes
+    `req_to_token` entries never allocated (index 0 of a fresh row), SGLang's busy check fires and the
+    ledger on its objects finds pages outside the pool, step for step as the trace records it. 0.5.13
+    stashes only what was scheduled (#24318, #26938): the replay departs from the trace."""
+    f = next(f for f in corpus_files() if f.endswith("v0.5.11/hybrid_swa/conservation.itf.json"))
+    o = sr.replay("0.5.11", [f], root=_root_with("0.5.11"))["outcomes"][0]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "conservation violated on SGLang 0.5.11 at step 4" in sr.line(o), sr.line(o)
+    last = o["table"][-1]
+    assert "Full Pool Mem Leak Detected" in last and "pages outside the pool [0]" in last, last
+    new = sr.replay("0.5.13", [f], root=_root_with("0.5.13"))["outcomes"][0]
+    assert new["status"] == sr.DIVERGED and new["step"] <= 4, sr.line(new)
+
+
 def test_rematch_finding_reproduces_on_0_5_18() -> None:
     """docs/findings.md #3: on 0.5.18's own scheduler (UnifiedRadixCache, page 4, window 5) one
     prefill of 10 tokens stashes [0, 8) as a [0, 4) tombstone and a [4, 8) leaf shorter than the
@@ -112,6 +142,10 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
                 assert "SGLang raised: AssertionError: new_prefix_len=8, len(new_indices)=0" in o["table"][-1]
             else:
                 assert o["status"] == sr.DIVERGED and o["step"] in (1, 2), sr.line(o)
+        elif f == "v0.5.11/sessions/no_prefill_oom.itf.json":  # findings #4: closed since 0.5.12.post1
+            assert (o["status"], o["step"], o["field"]) == (sr.DIVERGED, 2, "last_batch"), sr.line(o)
+        elif f == "v0.5.11/hybrid_swa/conservation.itf.json":  # #24252: #24318 closed it in 0.5.12.post1
+            assert o["status"] == sr.DIVERGED and o["step"] <= 4, sr.line(o)
         else:
             assert o["status"] == sr.PASSED, sr.line(o)
     assert len(got) == len(corpus_files())

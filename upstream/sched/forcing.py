@@ -25,6 +25,14 @@ SGLang's code:
 * forced retraction: `SGLANG_TEST_RETRACT` retracts when `forward_ct % TEST_RETRACT_INTERVAL == 0`;
   `forward_ct` is set before the step accordingly (an event: forced in both modes);
 * arrivals, session turns (their new-token count) and closes are the requests harness.py sends;
+* a tie among the requests `retract_decode` would retract (equal output and input lengths): SGLang's
+  stable sort leaves them in running-batch order, which is admission order, and pops the last; the
+  model keeps no admission order and chooses (`retract[i].tie_pass[r]`: model/schedule_batch.py::
+  _retract_victims). From 0.5.18 the order comes from `ScheduleBatch._get_decode_retraction_order`,
+  and its result is reordered within each tie so that the trace's choice is popped (SGLang's own
+  sort runs first; nothing else moves). Before 0.5.18 the sort is inline in `retract_decode`: each
+  `release_req` of a retraction is compared with the trace's choice and a different tie-break is
+  not forceable (reported at its step);
 * HiCache backups: the `*.write_backup` choice of a cache_finished_req / cache_unfinished_req
   call, through `write_through_threshold` for that call (1: the insert backs up; else never);
 * the waiting queue's order: the model keeps it in request-slot order; SGLang's FCFS list is put
@@ -44,6 +52,10 @@ from typing import Any
 _EVICT = re.compile(r"(?:^|\.)evict\[(\d+)\]$")
 _BACKUP = re.compile(r"\[(\d+)\]\.write_backup$")
 _TOMB = re.compile(r"(?:^|\.)tombstone\[(\d+)\]$")
+_TIE = re.compile(r"(?:^|\.)retract\[(\d+)\]\.tie_pass\[(\d+)\]$")
+
+# the Forcing of the step being run in this process: the retraction hooks sit on SGLang's class
+_ACTIVE: Forcing | None = None
 
 
 class Unforceable(Exception):
@@ -64,6 +76,9 @@ class Forcing:
             if hasattr(tree, name):  # instance attribute: SGLang's own method runs inside
                 setattr(tree, name, self._evicting(getattr(tree, name)))
         self.interval = self._swa_interval()
+        self.tie_pass: dict[tuple[int, int], bool] = {}  # (retraction, request slot) -> passed over
+        self._popped: list[int] | None = None  # batch indices released by the retraction in progress
+        _hook_retraction()
         self.backups: dict[int, list[bool]] = {}  # request slot -> this step's write_backup picks, in order
         if h.cfg.hicache:
             # the finish's insert is `cache_finished_req` up to 0.5.20, `insert_req` in 0.5.21
@@ -73,7 +88,9 @@ class Forcing:
 
     # -- before / after a step --------------------------------------------------------------------------
     def before_step(self, picks: dict[str, Any]) -> None:
+        global _ACTIVE
         self.evicted, self.tombstoned = [], []
+        self.tie_pass = {}
         self.rank, self.tomb_rank = {}, {}
         h = self.h
         if h.cfg.test_retract:  # a forced retraction is one of the trace's events: forced in both modes
@@ -83,8 +100,12 @@ class Forcing:
             h.sch.forward_ct = RETRACT_INTERVAL * (h.steps + 1) + (0 if retract else 1)
         if not self.enabled:
             return
+        _ACTIVE = self
         self.backups = {}
         for name, v in picks.items():
+            m = _TIE.search(name)
+            if m:
+                self.tie_pass[(int(m.group(1)), int(m.group(2)))] = bool(v)
             m = _BACKUP.search(name)
             if m:
                 self.backups.setdefault(int(m.group(1)), []).append(bool(v))
@@ -98,7 +119,45 @@ class Forcing:
             self._force_evict_swa(picks)
 
     def after_step(self) -> None:
-        pass
+        global _ACTIVE
+        if _ACTIVE is self:
+            _ACTIVE = None
+
+    # -- retraction order -------------------------------------------------------------------------------
+    def _victim(self, reqs: list[Any], rest: list[int], it: int) -> int:
+        """The batch index the model retracts `it`-th among `rest`: the least (|output|, -|input|),
+        among equal keys the highest request slot not passed over (the lowest cannot pass)."""
+        def key(i: int) -> tuple[int, int]:
+            return (len(reqs[i].output_ids), -len(reqs[i].origin_input_ids))
+
+        least = min(key(i) for i in rest)
+        tied = sorted((i for i in rest if key(i) == least), key=lambda i: self.h.slot_of_req(reqs[i]))
+        return next((i for i in reversed(tied[1:]) if not self.tie_pass.get((it, self.h.slot_of_req(reqs[i])), False)),
+                    tied[0])
+
+    def retraction_order(self, order: list[int], reqs: list[Any]) -> list[int]:
+        """SGLang's keep-order (`_get_decode_retraction_order`, popped from the end) with each tie
+        broken as the trace chose; requests of different keys keep SGLang's order."""
+        rest, popped = list(order), []
+        for it in range(len(order)):
+            v = self._victim(reqs, rest, it)
+            rest.remove(v)
+            popped.append(v)
+        return popped[::-1]
+
+    def releasing(self, reqs: list[Any], idx: int) -> None:
+        """Before 0.5.18: the `release_req` of one retraction, checked against the trace's choice."""
+        if self._popped is None:
+            return
+        it = len(self._popped)
+        rest = [i for i in range(len(reqs)) if i not in self._popped]
+        want = self._victim(reqs, rest, it)
+        self._popped.append(idx)
+        if idx != want:
+            got, chose = self.h.slot_of_req(reqs[idx]), self.h.slot_of_req(reqs[want])
+            raise Unforceable(f"retract[{it}].tie_pass: SGLang retracts request {got} (the last admitted of the tied "
+                              f"requests), the walk chose request {chose}; this release sorts inside retract_decode "
+                              "(no _get_decode_retraction_order before 0.5.18), so its tie-break cannot be forced")
 
     def order_queue(self) -> None:
         """The model's waiting queue is in request-slot order (FCFS up to renaming the slots; the
@@ -259,3 +318,43 @@ def _to_lru_end(lru: Any, nodes: list[Any]) -> None:
             continue
         lru._remove_node(n)
         lru._add_node_after(getattr(lru.tail, lru.prv), n)
+
+
+def _hook_retraction() -> None:
+    """Put the retraction hooks on SGLang's ScheduleBatch once per process. Each calls SGLang's own
+    method and acts only while a Forcing is running a step (`_ACTIVE`)."""
+    from sglang.srt.managers.schedule_batch import ScheduleBatch as SB
+
+    if SB.__dict__.get("_kvmc_retraction_hooked"):
+        return
+    SB._kvmc_retraction_hooked = True
+    raw = SB.__dict__.get("_get_decode_retraction_order")
+    if raw is not None:
+        real_order = raw.__func__ if isinstance(raw, staticmethod) else raw
+
+        def order(reqs: Any, *a: Any, **k: Any) -> Any:
+            out = real_order(reqs, *a, **k)
+            f = _ACTIVE
+            return f.retraction_order(out, reqs) if f is not None else out
+
+        SB._get_decode_retraction_order = staticmethod(order)
+        return
+    real_retract, real_release = SB.retract_decode, SB.release_req
+
+    def retract(self: Any, *a: Any, **k: Any) -> Any:
+        f = _ACTIVE
+        if f is not None:
+            f._popped = []
+        try:
+            return real_retract(self, *a, **k)
+        finally:
+            if f is not None:
+                f._popped = None
+
+    def release(self: Any, idx: int, *a: Any, **k: Any) -> Any:
+        f = _ACTIVE
+        if f is not None:
+            f.releasing(self.reqs, idx)
+        return real_release(self, idx, *a, **k)
+
+    SB.retract_decode, SB.release_req = retract, release
