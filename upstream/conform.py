@@ -39,7 +39,7 @@ ROW_NAMES = (
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
     "UnifiedRadixCache", "UnifiedRadixCache/swa", "alloc_for_extend", "alloc_for_extend/swa",
-    "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode",
+    "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode", "spec_v2_alloc_len",
     "event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
     "event_loop/swa_page4",
 )

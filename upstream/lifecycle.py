@@ -31,8 +31,9 @@ and a sequence of operations as the scheduler performs them:
 * `spec` (row `alloc_for_spec_decode` only, plain: kvmc does not model EAGLE with hybrid SWA; the
   scenario ends there):
   a spec v2 decode step's over-allocation for the requests whose prefill is done, each from A to
-  A' = max(A, ceil_page(C + 2 * max(L, D))) (kvmc's `spec_v2_alloc_len`, not compared: computed once
-  for both sides), through the allocation SGLang's `alloc_for_spec_decode` (0.5.18+; inline in
+  A' = max(A, ceil_page(C + 2 * max(L, D))) (kvmc's `spec_v2_alloc_len`, computed once for both
+  sides; the row `spec_v2_alloc_len`, upstream/spec_alloc.py, compares the formula), through the
+  allocation SGLang's `alloc_for_spec_decode` (0.5.18+; inline in
   `EagleDraftInput.prepare_for_decode` in 0.5.13) makes: `alloc_token_slots(sum(A' - A))` or
   `alloc_paged_token_slots_extend(A, A', sum(A' - A))`, beside the model's `spec_v2_decode_step`.
 

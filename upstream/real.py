@@ -717,3 +717,49 @@ def free_row(alloc: Any, idx: Any, swa_from: int) -> None:
         alloc.free(idx)
         return
     f(alloc, [(idx, 0)], swa_evicted_seqlen=swa_from)
+
+
+# -- spec v2's decode over-allocation sizing (mem_cache/allocation_sizing.py) -----------------------
+def has_spec_v2_alloc_lens() -> bool:
+    """The release computes spec v2's A' in a helper the harness can call:
+    `allocation_sizing.page_aligned_decode_alloc_lens` (0.5.19+; up to 0.5.18 the loop is inline in
+    `speculative/eagle_utils.py::eagle_prepare_for_decode`, which needs a whole ScheduleBatch)."""
+    mod = _optional("sglang.srt.mem_cache.allocation_sizing")
+    return mod is not None and hasattr(mod, "page_aligned_decode_alloc_lens")
+
+
+def spec_v2_sizing(page_size: int, steps: int, topk: int, draft: int, lens: list[tuple[int, int]],
+                   batch: list[int]) -> dict[str, Any]:
+    """SGLang's own spec v2 decode sizing for EAGLE with (`speculative_num_steps`,
+    `speculative_eagle_topk`, `speculative_num_draft_tokens`) = (steps, topk, draft) at `page_size`,
+    over requests whose (kv_committed_len, kv_allocated_len) are `lens`: `get_alloc_len_per_decode()`,
+    `get_alloc_reserve_per_decode()`, `page_aligned_decode_alloc_lens(reqs, reserve=..., page_size=...)`
+    (as eagle_prepare_for_decode calls it) and `ScheduleBatch._new_tokens_required_next_decode_spec_v2`
+    over the requests `batch` (it reads only its arguments and the reserve). The settings are set on the
+    release's published config bags (`runtime_context.get_context().override`, what `get_spec()` and
+    `get_schedule()` read) and put back afterwards."""
+    from sglang.srt.mem_cache import allocation_sizing as az
+    from sglang.srt import runtime_context as rc
+
+    reqs = []
+    for i, (committed, allocated) in enumerate(lens):
+        req = make_req(f"spec{i}", list(range(3000 + 100 * i, 3000 + 100 * i + max(1, committed))), 1)
+        set_kv_lens(req, committed, allocated)
+        reqs.append(req)
+    ctx = rc.get_context()
+    spec, sched = rc.get_spec(), rc.get_schedule()
+    fields = dict(speculative_algorithm="EAGLE", speculative_num_steps=steps, speculative_eagle_topk=topk,
+                  speculative_num_draft_tokens=draft, page_size=page_size)
+    before = {k: getattr(sched if k == "page_size" else spec, k) for k in fields}
+    ctx.override("kvmc conform spec_v2_alloc_len", **fields)
+    try:
+        a = az.get_alloc_len_per_decode()
+        reserve = az.get_alloc_reserve_per_decode()
+        cur, nxt, needed = az.page_aligned_decode_alloc_lens(reqs, reserve=reserve, page_size=page_size)
+        sb = setup()["sb"].ScheduleBatch
+        bare = sb.__new__(sb)  # no state: the method reads only its arguments
+        tokens = sb._new_tokens_required_next_decode_spec_v2(bare, [reqs[r] for r in batch], page_size)
+    finally:
+        ctx.override("kvmc conform spec_v2_alloc_len (restore)", **before)
+    return {"a": int(a), "reserve": int(reserve), "cur": [int(v) for v in cur], "nxt": [int(v) for v in nxt],
+            "needed": int(needed), "tokens": int(tokens)}

@@ -520,6 +520,24 @@ def _no_spec_v2(design: Design, version: str) -> str | None:
     return None
 
 
+def _spec_allocs() -> Any:
+    from .spec_alloc import spec_allocs
+
+    return spec_allocs()
+
+
+def _run_spec_alloc(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
+    from .spec_alloc import run_spec_alloc
+
+    return run_spec_alloc(sc, design)
+
+
+def _no_spec_v2_alloc_lens(design: Design, version: str) -> str | None:
+    from .spec_alloc import unavailable
+
+    return unavailable(design, version)
+
+
 def _decode_life(swa: bool) -> Any:
     from .lifecycle import decode_lives
 
@@ -632,6 +650,10 @@ ROWS: dict[str, Row] = {
         Row("alloc_for_spec_decode", "a spec v2 decode step's over-allocation (A to A') for both prefilled requests: "
             "SGLang's alloc_token_slots / alloc_paged_token_slots_extend on the release's plain tree",
             _spec_life, _run_life, _no_spec_v2),  # no /swa row: kvmc does not model EAGLE with hybrid SWA
+        Row("spec_v2_alloc_len", "spec v2's decode over-allocation sizing: get_alloc_len_per_decode, the "
+            "reserve, A' (page_aligned_decode_alloc_lens' nxt_kv_lens) and _new_tokens_required_next_decode_spec_v2 "
+            "against kvmc's alloc_len_per_decode / spec_v2_alloc_len / spec_v2_tokens_needed (upstream/spec_alloc.py)",
+            _spec_allocs, _run_spec_alloc, _no_spec_v2_alloc_lens),
         Row("UnifiedRadixCache", "request lifecycles on UnifiedRadixCache with a FULL component only",
             lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "

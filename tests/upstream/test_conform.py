@@ -59,9 +59,10 @@ def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -
         # the rows these two releases lack: #22597's method and the 0.5.13 busy-check components
         # (0.5.10.post1), the tree classes they do not build by default (UnifiedRadixCache from 0.5.16),
         # the per-request SWA ring (0.5.20-0.5.22), HiCache on UnifiedRadixCache (0.5.12.post1+)
-        # and spec v2 (their presets model EAGLE v1; tests/upstream/test_mutate_conform.py runs that row)
+        # and spec v2 (their presets model EAGLE v1; tests/upstream/test_mutate_conform.py runs
+        # alloc_for_spec_decode, tests/upstream/test_spec_alloc_row.py spec_v2_alloc_len)
         expected = {"UnifiedRadixCache", "UnifiedRadixCache/swa", "add_one_req/swa_ring", "add_chunked_req/swa_ring",
-                    "SWATokenToKVPoolAllocator/ring", "alloc_for_spec_decode"}
+                    "SWATokenToKVPoolAllocator/ring", "alloc_for_spec_decode", "spec_v2_alloc_len"}
         if version == "0.5.10.post1":
             expected |= {"_swa_budget_for_req", "busy_check", "busy_check/swa", "add_one_req/hicache"}
         assert row in expected, r
