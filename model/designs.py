@@ -406,6 +406,61 @@ FIXES: dict[str, Fix] = {
             "(PR not identified; first seen in v0.5.11's swa_memory_pool.py)",
             off="v0.5.10: refuses unless extend_num_tokens + batch_size * page_size fits each pool (over-reservation)",
         ),
+        Fix(
+            "uncached_skips_released_req",
+            0,
+            "",
+            "v0.5.11",
+            "the busy check's uncached sum skips a batch request whose req_pool_idx is None, as a finished streaming "
+            "turn's is once its row went to the session slot (PR not identified; first seen in v0.5.11's "
+            "_get_total_uncached_sizes)",
+            off="v0.5.10.post1's _get_batch_uncached_size counts every batch request whose KV is not freed: a finished "
+            "turn still in last_batch or running_batch (until update_running_batch filters it) counts as uncached and "
+            "as session-held, also after its session closed",
+        ),
+        Fix(
+            "allocatable_precheck_unchunked",
+            0,
+            "",
+            "v0.5.11",
+            "get_new_batch_prefill's row pre-check (get_num_allocatable_reqs(running_bs) <= 0: batch_is_full, no "
+            "prefill) applies when no chunked request exists (PR not identified; first seen in v0.5.11's scheduler.py)",
+            off="v0.5.10.post1 tests `chunked_req is not None` there: with no row left the chunked request's next chunk "
+            "is skipped and batch_is_full set; without a chunked request the loop's row check sets it instead",
+        ),
+        Fix(
+            "swa_clears_batch_is_full",
+            0,
+            "",
+            "v0.5.12.post1",
+            "hybrid SWA clears running_batch.batch_is_full at every prefill pass (`if self.enable_priority_preemption "
+            "or self.is_hybrid_swa`) (PR not identified; first seen in v0.5.12.post1's scheduler.py)",
+            off="v0.5.10.post1 / v0.5.11 clear it at every pass only for priority preemption: a hybrid-SWA pass after "
+            "a NO_TOKEN verdict is skipped until a request leaves the running batch",
+        ),
+        Fix(
+            "batch_is_full_needs_running",
+            0,
+            "",
+            "v0.5.22",
+            "a NO_TOKEN verdict sets running_batch.batch_is_full only if a request was admitted or the running batch "
+            "is not empty, and an empty running batch clears it at every pass (\"An empty batch never reaches "
+            "update_running_batch, the only other place that clears the flag, so admission would stay shut\"; PR not "
+            "identified; first seen in v0.5.22's scheduler.py)",
+            off="without HiCache a NO_TOKEN verdict sets it always, also with nothing running, and then nothing clears "
+            "it: the scheduler admits no request again (docs/findings.md)",
+        ),
+        Fix(
+            "filter_running_every_step",
+            0,
+            "",
+            "v0.5.23",
+            "get_next_batch_to_run filters finished requests out of the running batch at every iteration (clearing "
+            "batch_is_full when it shrank), not only in update_running_batch (PR not identified; first seen in "
+            "v0.5.23's scheduler.py: \"Every step, not only after a merge\")",
+            off="a request a decode finished stays in the running batch (counting in running_bs, keeping "
+            "batch_is_full set) until the next update_running_batch, which runs only when no prefill batch is built",
+        ),
     ]
 }
 
@@ -475,6 +530,8 @@ def _preset(name: str, on: dict[str, str]) -> Design:
 _V0511 = {
     "admission_page_reserve": "on",
     "swa_extend_exact_pages": "on",
+    "uncached_skips_released_req": "on",
+    "allocatable_precheck_unchunked": "on",
     "swa_busy_check": "on",
     "session_active": "active_idx",
     "chunked_swa_page_reserve": "on",
@@ -485,7 +542,7 @@ _V0511 = {
 # `kvmc conform` once the harness enqueues as the scheduler does): on from v0.5.12.post1. `current`
 # keeps it off (docs/releases.md §A.9: one of the 0.5.18 facts current lacks).
 _V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on", "admission_free_rows": "on",
-          "chunked_req_scheduled_last_iter": "on"}
+          "chunked_req_scheduled_last_iter": "on", "swa_clears_batch_is_full": "on"}
 _V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
 
 # The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on
@@ -518,13 +575,14 @@ _V0520 = {
     "swa_req_ring": "on",
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
-_V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on", "prompt_boundary_split": "checkpoint"}
+_V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on", "prompt_boundary_split": "checkpoint",
+          "batch_is_full_needs_running": "on"}
 # unfinished_swa_release=path from v0.5.23 (as its Fix says): 0.5.22's checkpoint_into_tree still
 # re-matches the key and locks the match (0.5.22:mem_cache/unified_radix_cache.py:1197-1227); kvmc
 # conform's UnifiedRadixCache/swa row on 0.5.22 disagreed with `path` (a stash whose SWA match stops
 # short leaves the inserted Full evictable there)
 _V0523 = {**_V0522, "unfinished_swa_release": "path", "swa_release_threshold": "ceil_max_w_ps",
-          "pass_budget_break": "on", "admission_rows_held": "on"}
+          "pass_budget_break": "on", "admission_rows_held": "on", "filter_running_every_step": "on"}
 
 PRESETS: dict[str, Design] = {
     d.name: d

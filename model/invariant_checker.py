@@ -101,6 +101,14 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
             held = x.and_(s.slot_holding[i], x.not_(counted[r]))
         H_F = H_F + x.ite(held, f, 0)
         H_S = H_S + x.ite(held, w, 0)
+        if session.unfiltered_counted(x):
+            # a finished turn whose Req is still in last_batch (finished by the extend batch) or in
+            # running_batch (finished by a decode, `unfiltered`) handed its row to the slot
+            # unfreed: uncached as well as session-held, also after its session closed. Its numbers
+            # are the ones save_from_req copied into the slot (the copy outlives the close).
+            done = x.or_(x.and_(s.in_last_batch[r], s.status[r] == FINISHED), s.unfiltered[r])
+            U_F = U_F + x.ite(done, f, 0)
+            U_S = U_S + x.ite(done, w, 0)
     cnt = counters(x, s)
     full_sum = s.full_available + cnt.full_evictable + cnt.full_protected + H_F + U_F
     full_ok = full_sum == x.p.full_tokens

@@ -43,6 +43,15 @@ def holds_range(x: Ctx, A: Any, P: Any, E: Any) -> tuple[Any, Any]:
     return full, swa
 
 
+def unfiltered_counted(x: Ctx) -> bool:
+    """Does the busy check count a finished turn still in a batch (`unfiltered`)? Off
+    `uncached_skips_released_req` (v0.5.10.post1): `_get_batch_uncached_size` counts every Req of a
+    batch whose KV is not freed (0.5.10.post1:managers/scheduler_runtime_checker_mixin.py:193-207);
+    from 0.5.11 `_get_total_uncached_sizes` skips a Req whose `req_pool_idx` is None, as a finished
+    turn's is (0.5.11: ...mixin.py:373-405)."""
+    return bool(x.cfg.streaming_sessions) and not x.on("uncached_skips_released_req")
+
+
 def lent(x: Ctx, s: State, i: int) -> Any:
     """Session slot i's record is borrowed by its running turn (the request holds its row through the
     slot: a restored turn, or since v0.5.22 the first turn after `take`)."""

@@ -51,6 +51,11 @@ REQ_FIELDS = (
     "load_back_node",  # atom locked by an in-flight init_load_back (ROOT = none)
     "load_back_swa_top",  # its swa_uuid_for_lock
     "turn",  # session turn (0 for non-session requests)
+    # a finished Req of this request slot is still in running_batch.reqs: a decode finished it and
+    # `filter_batch` (the next update_running_batch; from v0.5.23 every get_next_batch_to_run) has not
+    # run. It counts in running_bs (get_num_allocatable_reqs) and its leaving clears batch_is_full; for a
+    # streaming session it is the previous turn's Req while the next turn may already be here
+    "unfiltered",
 )
 NODE_FIELDS = (
     "node_len",  # tokens of the atom; 0 = the node does not exist
@@ -80,10 +85,13 @@ POOL_FIELDS = (
     "swa_evictable_drift",
     "swa_protected_drift",
 )
-SCHED_FIELDS = ("last_batch", "oom", "needless_retract", "needless_recompute")
+# batch_is_full: running_batch.batch_is_full, which a NO_TOKEN verdict or a full row budget sets and
+# only a leaving request (or, from v0.5.22, an empty running batch) clears; while set, a pass with no
+# chunked request skips the PrefillAdder (model/system.py::get_new_batch_prefill)
+SCHED_FIELDS = ("last_batch", "oom", "batch_is_full", "needless_retract", "needless_recompute")
 BOOL_FIELDS = frozenset(
     {"node_device", "node_host", "node_swa_tombstone", "in_last_batch", "slot_holding", "slot_is_active", "slot_closed",
-     "needless_retract", "needless_recompute"}
+     "unfiltered", "batch_is_full", "needless_retract", "needless_recompute"}
 )
 # Ghost fields: kvmc's own record of what a step did, for a property that must see the step and not
 # only the state (specs/properties.py `retract_only_when_short`, `recompute_only_when_short`). No SGLang object holds them, so
@@ -118,6 +126,7 @@ class State:
     load_back_node: tuple
     load_back_swa_top: tuple
     turn: tuple
+    unfiltered: tuple
     slot_holding: tuple
     slot_kv_allocated_len: tuple
     slot_kv_committed_len: tuple
@@ -129,6 +138,7 @@ class State:
     slot_closed: tuple
     last_batch: Any
     oom: Any
+    batch_is_full: Any
     # ghost (GHOST_FIELDS): the last iteration's retract_decode retracted or aborted a request while
     # free + evictable tokens covered the decode step (SGLANG_TEST_RETRACT's forced first retraction apart)
     needless_retract: Any

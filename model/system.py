@@ -113,6 +113,7 @@ def init_state(x: Ctx) -> State:
         load_back_node=(ROOT,) * R,
         load_back_swa_top=(ROOT,) * R,
         turn=(0,) * R,
+        unfiltered=(False,) * R,
         slot_holding=(False,) * S,
         slot_kv_allocated_len=(0,) * S,
         slot_kv_committed_len=(0,) * S,
@@ -123,7 +124,7 @@ def init_state(x: Ctx) -> State:
         slot_is_active=(False,) * S,
         slot_closed=(False,) * S,
         last_batch=NO_BATCH,
-        oom=OOM_NONE, needless_retract=False, needless_recompute=False,  # (a ghost: model/state.py GHOST_FIELDS)
+        oom=OOM_NONE, batch_is_full=False, needless_retract=False, needless_recompute=False,  # (a ghost: model/state.py GHOST_FIELDS)
     )
 
 
@@ -206,7 +207,30 @@ def stash_chunked_req(x: Ctx, s: State) -> State:
 
         s = x.branch(stash, run, lambda: s)
         s = x.checkpoint(f"stashed[{r}]", s)
-    return s.set(in_last_batch=(False,) * x.cfg.num_reqs)
+    return _filter_last_batch(x, s).set(in_last_batch=(False,) * x.cfg.num_reqs)
+
+
+def _filter_last_batch(x: Ctx, s: State) -> State:
+    """`get_next_batch_to_run` after the stash: the last extend batch drops its finished requests and
+    the chunked one before it joins the running batch, and a batch that shrank clears batch_is_full;
+    it becomes the running batch if that was empty, flag and all (0.5.18:managers/scheduler.py:3068-3092). From v0.5.23 (`filter_running_every_step`) the running
+    batch is filtered here too, every iteration: the finished requests a decode left leave, which
+    also clears it (0.5.23:managers/scheduler.py:3962-3968)."""
+    R = x.cfg.num_reqs
+    # a member that is not running finished there or is the chunked request (a session turn that finished
+    # may already be its next turn, waiting)
+    extend = s.last_batch == EXTEND_BATCH
+    left = x.and_(extend, x.or_(*[x.and_(s.in_last_batch[r], s.status[r] != RUNNING) for r in range(R)]))
+    # an empty running batch is replaced by the filtered extend batch (`self.running_batch = self.last_batch`),
+    # whose batch_is_full is its own (False): a flag set on the empty batch is gone
+    was_empty = x.not_(x.or_(*[x.or_(x.and_(s.status[r] == RUNNING, x.not_(s.in_last_batch[r])), s.unfiltered[r])
+                               for r in range(R)]))
+    joins = x.or_(*[x.and_(s.in_last_batch[r], s.status[r] == RUNNING) for r in range(R)])
+    left = x.or_(left, x.and_(extend, was_empty, joins))
+    if x.on("filter_running_every_step"):
+        left = x.or_(left, *s.unfiltered)
+        s = s.set(unfiltered=(False,) * R)
+    return s.set(batch_is_full=x.and_(s.batch_is_full, x.not_(left)))
 
 
 def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
@@ -224,33 +248,72 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
     return s2, m, x.not_(restore)
 
 
+def running_bs(x: Ctx, s: State) -> Any:
+    """`len(running_batch.reqs)`: the running requests and the finished ones not yet filtered."""
+    return x.sum(x.ite(x.or_(s.status[q] == RUNNING, s.unfiltered[q]), 1, 0) for q in range(x.cfg.num_reqs))
+
+
+def allocatable_reqs(x: Ctx, s: State, ad: Adder) -> Any:
+    """`get_num_allocatable_reqs(running_bs)`: pp_max_micro_batch_size (= max_running_requests = the
+    rows) - running_bs, and from v0.5.12.post1 (`admission_free_rows`) at most the free rows (v0.5.23,
+    `admission_rows_held`: plus the rows the admitted requests already hold)."""
+    R = x.cfg.num_reqs
+    pp_budget = x.p.req_pool_size - running_bs(x, s)
+    if not x.on("admission_free_rows"):
+        return pp_budget
+    rows = s.req_pool_available
+    if x.on("admission_rows_held"):
+        rows = rows + x.sum(x.ite(x.and_(ad.can_run[q], x.not_(ad.fresh_slot[q])), 1, 0) for q in range(R))
+    return x.min(pp_budget, rows)
+
+
 @transition(
     "managers/scheduler.py::Scheduler.get_new_batch_prefill",
     modifies=( "full_available", "swa_available", "node_len", "node_device", "node_swa_tombstone",
         "cache_protected_len", "swa_branching_seqlen", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top",
         "needless_recompute", "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "slot_kv_allocated_len",
-        "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_is_active", *DRIFT_FIELDS),
+        "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_is_active", "batch_is_full", *DRIFT_FIELDS),
 )
 def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
     """One PrefillAdder pass: the chunked request first, then the waiting queue until a result
-    other than CONTINUE or until no req_to_token slot is left for another request."""
+    other than CONTINUE or until no req_to_token slot is left for another request.
+
+    `running_batch.batch_is_full` (0.5.18:managers/scheduler.py:3198-3230, 3300-3345): hybrid SWA clears
+    it at every pass (v0.5.12.post1+, `swa_clears_batch_is_full`), an empty running batch too (v0.5.22+,
+    `batch_is_full_needs_running`); while it is set, or nobody waits, a pass with no chunked request
+    returns before the adder. No row left for another request sets it, before the adder (no chunked
+    request; v0.5.10.post1 tests `chunked_req is not None` there, `allocatable_precheck_unchunked` off)
+    or in the loop, and so does a NO_TOKEN verdict (with HiCache, and from v0.5.22 always, only if a
+    request was admitted or the running batch is not empty)."""
     cfg = x.cfg
     R = cfg.num_reqs
+    chunked = x.or_(*[s.status[r] == CHUNKED for r in range(R)])
+    full = s.batch_is_full
+    if cfg.hybrid_swa and x.on("swa_clears_batch_is_full"):
+        full = False
+    running = running_bs(x, s) > 0
+    if x.on("batch_is_full_needs_running"):
+        full = x.and_(full, running)
+    waiting = x.or_(*[s.status[r] == WAITING for r in range(R)])
     ad = prefill_adder.new_adder(x, s)
+    # the pass returns before the adder: nobody to admit, or batch_is_full without a chunked request
+    skip = x.and_(x.or_(full, x.not_(waiting)), x.not_(chunked))
+    precheck = x.not_(chunked) if x.on("allocatable_precheck_unchunked") else chunked
+    no_rows = x.and_(x.not_(skip), precheck, allocatable_reqs(x, s, ad) <= 0)
+    full = x.or_(full, no_rows)
+    skip = x.or_(skip, no_rows)
     if cfg.chunked_prefill:
         for r in range(R):
-            is_chunked = s.status[r] == CHUNKED
+            is_chunked = x.and_(s.status[r] == CHUNKED, x.not_(skip))
             ad = x.branch(is_chunked, lambda r=r: prefill_adder.add_chunked_req(x, s, ad, r)[0], lambda: ad)
+    served_only = cfg.hicache or x.on("batch_is_full_needs_running")
     for r in range(R):
         admitted = x.sum(x.ite(ad.can_run[q], 1, 0) for q in range(R))
-        rows = s.req_pool_available  # `get_num_allocatable_reqs` (max_running_requests is not a bound here)
-        if not x.on("admission_free_rows"):  # <= v0.5.11: pp_max_micro_batch_size (= the rows) - running_bs
-            rows = x.p.req_pool_size - x.sum(x.ite(s.status[q] == RUNNING, 1, 0) for q in range(R))
-        if x.on("admission_rows_held"):  # v0.5.23: + rows the admitted requests already hold
-            rows = rows + x.sum(x.ite(x.and_(ad.can_run[q], x.not_(ad.fresh_slot[q])), 1, 0) for q in range(R))
-        consider = x.and_(s.status[r] == WAITING, x.not_(ad.stopped), admitted < rows)
+        reached = x.and_(s.status[r] == WAITING, x.not_(ad.stopped), x.not_(skip), x.not_(full))
         if x.on("pass_budget_break"):  # v0.5.23: a spent input or chunk budget admits no one
-            consider = x.and_(consider, prefill_adder.budget_state(x, s, ad) != prefill_adder.OTHER)
+            reached = x.and_(reached, prefill_adder.budget_state(x, s, ad) != prefill_adder.OTHER)
+        full = x.or_(full, x.and_(reached, admitted >= allocatable_reqs(x, s, ad)))
+        consider = x.and_(reached, x.not_(full))
 
         def try_admit(r: int = r) -> tuple[State, Adder]:
             with x.scope(f"admit[{r}]"):
@@ -258,9 +321,13 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
                 return prefill_adder.add_one_req(x, s1, ad, r, m, fresh)
 
         s, ad = x.branch(consider, try_admit, lambda: (s, ad))
+        no_token = x.and_(consider, ad.result == prefill_adder.NO_TOKEN)
+        if served_only:
+            no_token = x.and_(no_token, x.or_(running, *ad.can_run))
+        full = x.or_(full, no_token)
         s = x.checkpoint(f"admitted[{r}]", s)
         ad = x.ghost(f"admitted[{r}]", ad)
-    return s, ad
+    return s.set(batch_is_full=full), ad
 
 
 @transition(
@@ -318,6 +385,19 @@ def _finish(x: Ctx, s: State, r: int) -> State:
     return schedule_batch.release_kv_cache(x, s, r, True, f"finish[{r}]").req(r, status=FINISHED)
 
 
+def _finish_decoded(x: Ctx, s: State, r: int) -> State:
+    """A request finished by the decode batch stays in `running_batch.reqs` (`last_batch` after a
+    decode) until `filter_batch` takes it out (`unfiltered`)."""
+    return _finish(x, s, r).req(r, unfiltered=True)
+
+
+def _filter_batch(x: Ctx, s: State) -> tuple[State, Any]:
+    """`update_running_batch`'s `filter_batch` (0.5.18:managers/scheduler.py:3483-3488): the finished
+    requests leave the running batch. Returns the state and whether any left."""
+    R = x.cfg.num_reqs
+    return s.set(unfiltered=(False,) * R), x.or_(*s.unfiltered)
+
+
 def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
     s = x.checkpoint("allocated for extend", schedule_batch.alloc_for_extend(x, s, ad.can_run, ad.prefix, ad.extend, ad.fresh_slot))
     return x.branch(s.oom == OOM_NONE, lambda: process_batch_result_prefill(x, s, ad), lambda: s)
@@ -330,19 +410,23 @@ def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
         "last_node", "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available", "req_pool_available", "slot_holding",
         "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len",
         "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom",
-        "load_back_node", "load_back_swa_top", "needless_retract", *DRIFT_FIELDS),
+        "load_back_node", "load_back_swa_top", "needless_retract", "unfiltered", "batch_is_full", *DRIFT_FIELDS),
 )
 def run_decode_batch(x: Ctx, s: State) -> State:
-    """`update_running_batch` (check_decode_mem, retract_decode), one decode (or EAGLE verify)
-    step, then finished requests release their KV."""
+    """`update_running_batch` (filter_batch, check_decode_mem, retract_decode), one decode (or EAGLE
+    verify) step, then finished requests release their KV."""
     cfg = x.cfg
     R = cfg.num_reqs
+    s, shrank = _filter_batch(x, s)
     batch = tuple(s.status[r] == RUNNING for r in range(R))
     s, fits = schedule_batch.check_decode_mem(x, s, batch, "check")
     s = x.checkpoint("decode memory checked", s)
     forced = x.choose_bool("test_retract") if cfg.test_retract else False
     s = x.branch(x.or_(x.not_(fits), forced), lambda: schedule_batch.retract_decode(x, s, fits, forced), lambda: s)
     s = x.checkpoint("retracted", s)
+    retracted = x.or_(*[x.and_(batch[r], s.status[r] != RUNNING) for r in range(R)])
+    # a batch that shrank (filtered or retracted) clears batch_is_full (0.5.18:...scheduler.py:3555-3557)
+    s = s.set(batch_is_full=x.and_(s.batch_is_full, x.not_(x.or_(shrank, retracted))))
     batch = tuple(s.status[r] == RUNNING for r in range(R))
     crash = radix_cache.rematches(x, True)  # v0.5.22: a finish's checkpoint may die (OOM_ASSERT)
 
@@ -362,11 +446,7 @@ def run_decode_batch(x: Ctx, s: State) -> State:
                 fin = x.and_(batch[r], s2.output_len[r] >= enqueue.max_new_tokens(x, s2, r))
                 if crash:  # an earlier finish died on SGLang's assertion (OOM_ASSERT): no result follows
                     fin = x.and_(fin, s2.oom == OOM_NONE)
-                s2 = x.branch(
-                    fin,
-                    lambda r=r: _finish(x, s2, r),
-                    lambda: s2,
-                )
+                s2 = x.branch(fin, lambda r=r: _finish_decoded(x, s2, r), lambda: s2)
                 s2 = x.checkpoint(f"decode result[{r}]", s2)
             return s2.set(last_batch=x.ite(s2.oom == OOM_NONE, DECODE_BATCH, s2.last_batch) if crash else DECODE_BATCH)
 
@@ -403,7 +483,13 @@ def _batch(x: Ctx, s: State) -> State:
         with x.scope("decode"):
             return run_decode_batch(x, s)
 
-    return x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, lambda: s.set(last_batch=NO_BATCH)))
+    def idle() -> State:
+        # a running batch of finished requests only still reaches update_running_batch: filtered
+        # empty, it clears batch_is_full (0.5.18:managers/scheduler.py:3483-3488)
+        s1, shrank = _filter_batch(x, s)
+        return s1.set(last_batch=NO_BATCH, batch_is_full=x.and_(s1.batch_is_full, x.not_(shrank)))
+
+    return x.branch(has_prefill, prefill, lambda: x.branch(has_running, decode, idle))
 
 
 class System:

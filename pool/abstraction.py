@@ -132,6 +132,7 @@ def to_state(sch: Scheduler) -> State:
         load_back_node=tuple(_atom(r.load_back) for r in reqs),
         load_back_swa_top=tuple(_atom(r.load_back, True) if hyb else ROOT for r in reqs),
         turn=tuple(r.turn for r in reqs),
+        unfiltered=tuple(r.unfiltered for r in reqs),
         slot_holding=tuple(s.req_pool_idx is not None for s in slots),
         slot_kv_allocated_len=tuple(s.kv_allocated_len for s in slots),
         slot_kv_committed_len=tuple(s.kv_committed_len for s in slots),
@@ -143,6 +144,7 @@ def to_state(sch: Scheduler) -> State:
         slot_closed=tuple(s.closed for s in slots),
         last_batch=sch.last_batch,
         oom=sch.oom,
+        batch_is_full=sch.batch_is_full,
         needless_retract=False, needless_recompute=False,  # ghosts of the model's (model/state.py GHOST_FIELDS): not compared
     )
 

@@ -83,6 +83,7 @@ class Req:
     load_back: LockHandle | None = None  # in-flight HiCache load-back lock
     decode_batch_idx: int = 0
     swa_branching_seqlen: int = 0  # the match's SWA branching point (0 = None; swa_branching_insert)
+    unfiltered: bool = False  # a finished Req of this slot is still in the running batch (model/state.py)
 
 
 @dataclass(eq=False)
@@ -371,6 +372,7 @@ class Scheduler:
         self.chunked: list[Req] = []
         self.last_batch = NO_BATCH
         self.oom = OOM_NONE
+        self.batch_is_full = False  # running_batch.batch_is_full (model/system.py::get_new_batch_prefill)
         self.busy: BusyCheck | None = None
         self.steps = 0
         self._init_warm()
@@ -508,8 +510,32 @@ class Scheduler:
         elif self.running:
             with ch.scope("decode"):
                 self.run_decode_batch(ch)
-        else:
+        else:  # a running batch of finished requests only, filtered empty (model/system.py::_batch)
+            if self._filter_batch():
+                self.batch_is_full = False
             self.last_batch = NO_BATCH
+
+    def _unfiltered_counted(self) -> bool:  # model/session.py::unfiltered_counted
+        return bool(self.cfg.streaming_sessions) and not self.design.on("uncached_skips_released_req")
+
+    def _filter_batch(self) -> bool:
+        """update_running_batch's filter_batch (model/system.py::_filter_batch): whether any left."""
+        left = any(r.unfiltered for r in self.reqs)
+        for r in self.reqs:
+            r.unfiltered = False
+        return left
+
+    def _running_bs(self) -> int:
+        return len(self.running) + sum(1 for r in self.reqs if r.unfiltered)
+
+    def _allocatable_reqs(self, ad: PrefillAdder) -> int:  # model/system.py::allocatable_reqs
+        pp_budget = self.p.req_pool_size - self._running_bs()
+        if not self.design.on("admission_free_rows"):
+            return pp_budget
+        rows = self.req_pool.available_size()
+        if self.design.on("admission_rows_held"):
+            rows += sum(1 for a in ad.can_run.values() if not a.fresh)
+        return min(pp_budget, rows)
 
     def recv_requests(self, ch: Chooser) -> None:
         with ch.scope("recv"):
@@ -553,6 +579,17 @@ class Scheduler:
                 self.cache_unfinished_req(req, ch, f"stash[{req.rid}]")
             elif self.last_batch == EXTEND_BATCH:
                 self.cache_unfinished_req(req, ch, f"stash[{req.rid}]")
+        # the last extend batch drops its finished and chunked requests; v0.5.23 filters the running
+        # batch too (model/system.py::_filter_last_batch)
+        extend = self.last_batch == EXTEND_BATCH
+        left = extend and any(r.in_last_batch and r not in self.running for r in self.reqs)
+        was_empty = not any((r in self.running and not r.in_last_batch) or r.unfiltered for r in self.reqs)
+        if extend and was_empty and any(r.in_last_batch and r in self.running for r in self.reqs):
+            left = True  # the empty running batch is replaced by the extend batch, flag and all
+        if self.design.on("filter_running_every_step"):
+            left = self._filter_batch() or left
+        if left:
+            self.batch_is_full = False
         for req in self.reqs:
             req.in_last_batch = False
 
@@ -571,23 +608,37 @@ class Scheduler:
         return m, None
 
     def get_new_batch_prefill(self, ch: Chooser) -> PrefillAdder:
+        """The pass and running_batch.batch_is_full (model/system.py::get_new_batch_prefill)."""
+        design = self.design
+        if self.hybrid and design.on("swa_clears_batch_is_full"):
+            self.batch_is_full = False
+        running = self._running_bs() > 0
+        if design.on("batch_is_full_needs_running") and not running:
+            self.batch_is_full = False
         ad = PrefillAdder(self)
+        if (self.batch_is_full or not self.waiting) and not self.chunked:
+            return ad
+        precheck = not self.chunked if design.on("allocatable_precheck_unchunked") else bool(self.chunked)
+        if precheck and self._allocatable_reqs(ad) <= 0:
+            self.batch_is_full = True
+            return ad
         if self.cfg.chunked_prefill:
             for req in sorted(self.chunked, key=lambda q: q.rid):
                 ad.add_chunked_req(req)
+        served_only = self.cfg.hicache or design.on("batch_is_full_needs_running")
         for req in sorted(self.waiting, key=lambda q: q.rid):
-            rows = self.req_pool.available_size()
-            if not self.design.on("admission_free_rows"):  # <= v0.5.11: max_running_requests - running_bs
-                rows = self.p.req_pool_size - len(self.running)
-            if self.design.on("admission_rows_held"):  # v0.5.23: + rows the admitted requests already hold
-                rows += sum(1 for a in ad.can_run.values() if not a.fresh)
-            if ad.stopped or len(ad.can_run) >= rows:
-                continue
-            if self.design.on("pass_budget_break") and ad.budget_state() == OTHER:  # v0.5.23
-                continue
+            if ad.stopped or self.batch_is_full:
+                break
+            if design.on("pass_budget_break") and ad.budget_state() == OTHER:  # v0.5.23
+                break
+            if len(ad.can_run) >= self._allocatable_reqs(ad):
+                self.batch_is_full = True
+                break
             with ch.scope(f"admit[{req.rid}]"):
                 m, restored = self.match_prefix(req)
                 ad.add_one_req(req, m, restored is None, restored)
+            if ad.result == NO_TOKEN:
+                self.batch_is_full = (running or bool(ad.can_run)) if served_only else True
         return ad
 
     def init_load_back(self, req: Req, m: Match) -> torch.Tensor | None:
@@ -920,11 +971,14 @@ class Scheduler:
         self.free_swa_out_of_window_slots(req, pre_len, skip_free=self.mutant("evict_swa_skips_free_swa"))
 
     def run_decode_batch(self, ch: Chooser) -> None:
+        shrank = self._filter_batch()
         batch = sorted(self.running, key=lambda q: q.rid)
         fits = self.check_decode_mem(batch, ch, "check")
         forced = ch.bool("test_retract") if self.cfg.test_retract else False
         if not fits or forced:
             self.retract_decode(fits, forced, ch)
+        if shrank or len(self.running) < len(batch):  # the batch shrank: batch_is_full clears
+            self.batch_is_full = False
         batch = sorted(self.running, key=lambda q: q.rid)
         if not batch:
             self.last_batch = NO_BATCH
@@ -944,6 +998,7 @@ class Scheduler:
                 finally:  # (also where the release dies on the assertion: finished_reason is set before it)
                     self.running.remove(req)
                     req.finished = True
+                    req.unfiltered = True  # still in the running batch (model/system.py::_finish_decoded)
         self.last_batch = DECODE_BATCH
 
     def alloc_for_decode(self, batch: list[Req], ch: Chooser) -> bool:
@@ -1102,10 +1157,14 @@ class Scheduler:
         record = self.design.variant("session_record")
         active_rows = {r.req_pool_idx for r in counted}
         for slot in self.slots:
+            borrower = self.reqs[slot.rid]
+            if self._unfiltered_counted() and (borrower.unfiltered or (borrower.in_last_batch and borrower.finished)):
+                # a finished turn still in a batch, its row unfreed: uncached too (model/invariant_checker.py)
+                u_f += ceil_page(slot.kv_allocated_len, ps) - slot.cache_protected_len
+                u_s += max(0, ceil_page(slot.kv_allocated_len, ps) - max(slot.cache_protected_len, slot.swa_evicted_seqlen))
             if not slot.holding:
                 continue
             A, P, E = slot.kv_allocated_len, slot.cache_protected_len, slot.swa_evicted_seqlen
-            borrower = self.reqs[slot.rid]
             lent = borrower.virtual and self.holds_kv(borrower)
             if record is not None and lent:  # one shared record (v0.5.19+): the running turn's numbers
                 A, P, E = borrower.kv_allocated_len, borrower.cache_protected_len, borrower.swa_evicted_seqlen

@@ -204,6 +204,14 @@ def typing(x: Ctx, s: State) -> Any:
         c.append(_one_of(x, s.load_back_node[r], [ROOT] + (path if hic else [])))
         c.append(_one_of(x, s.load_back_swa_top[r], [ROOT] + (path if (hic and hyb) else [])))
         c.append(x.implies(s.in_last_batch[r], s.last_batch == 1))
+        # a finished Req still in the running batch: this request finished by a decode (a session's
+        # may be its previous turn, the next one already here); from v0.5.23 only until the next pass
+        if session:
+            c.append(x.implies(s.unfiltered[r], x.or_(s.status[r] == FINISHED, s.turn[r] > 0)))
+        else:
+            c.append(x.implies(s.unfiltered[r], x.and_(s.status[r] == FINISHED, x.not_(s.in_last_batch[r]))))
+        if x.on("filter_running_every_step"):
+            c.append(x.implies(s.unfiltered[r], s.last_batch == 2))
         c.append(s.origin_input_len[r] >= 1)
         if not hyb:
             c.append(s.swa_evicted_seqlen[r] == 0)

@@ -114,22 +114,6 @@ LOOP_ROWS = ("event_loop", "event_loop/small3", "event_loop/pressure", "event_lo
 
 
 ABSTRACTIONS.append(Abstraction(
-    "batch_is_full",
-    "SGLang keeps `running_batch.batch_is_full` across iterations: a NO_TOKEN verdict or a full row budget sets it, "
-    "and while it is set (and no chunked request exists) the next passes skip the PrefillAdder entirely until a "
-    "running request finishes or is retracted or the batch shrinks (hybrid SWA clears it at every pass; 0.5.22 sets "
-    "it on NO_TOKEN only if something was admitted or is running). Finished requests also stay in the running batch "
-    "until update_running_batch filters them and count against max_running_requests. kvmc runs the adder every "
-    "iteration (docs/releases.md, `batch_is_full`), so SGLang decodes where kvmc admits.",
-    "liveness (starvation: kvmc admits at least as early as SGLang, so a request SGLang keeps waiting may look "
-    "served) and the reachable states of every property on the non-SWA configs: SGLang has decode-instead-of-prefill "
-    "iterations kvmc does not take. Every walk of these rows follows SGLang state for state up to that iteration.",
-    LOOP_ROWS,
-    lambda sc, diffs, d, v: "(batch_is_full)" in diffs[0][0],
-))
-
-
-ABSTRACTIONS.append(Abstraction(
     "eviction_superset",
     "kvmc's eviction may take any set of evictable leaves that is enough and whose last node was needed (model/"
     "radix_cache.py): every LRU order gives such a set, but not every such set is an LRU order's. On hybrid SWA "

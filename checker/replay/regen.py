@@ -47,6 +47,7 @@ FINDINGS: list[tuple[str, str, str]] = [
     ("v0.5.22", "hybrid_swa_page4", "no_scheduler_assertion"),  # finding 3's AssertionError: the scheduler dies
     ("v0.5.11", "sessions", "no_prefill_oom"),  # finding 4: a session's row admits a request with no row left
     ("v0.5.11", "hybrid_swa", "conservation"),  # SGLang #24252 (fixed by #24318): a parked chunk's prompt stashed
+    ("v0.5.23", "sessions", "progress"),  # finding 7: a session keeping the last row starves everyone (#37583, open)
 ]
 
 

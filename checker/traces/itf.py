@@ -215,7 +215,7 @@ def _design(m: dict[str, Any], file: str) -> Design:
             raise ItfError(file, f"#meta.fixes.{f}", f"unknown variant {v!r}; expected null or one of {list(FIXES[f].variants)}")
         out[f] = v
     for f in FIXES:
-        out.setdefault(f, None)
+        out.setdefault(f, LATER_FIXES.get(f))
     mutants = m.get("mutants", [])
     if not isinstance(mutants, list) or not all(isinstance(x, str) for x in mutants):
         raise ItfError(file, "#meta.mutants", "expected a list of mutant names")
@@ -286,10 +286,15 @@ def read(path: str | Path, check: bool = True, warn: bool = True) -> Trace:
     return tr
 
 
+# Design flags added after traces were checked in, with the variant every design had before (the
+# model behaved so): a trace without the flag reads as one with it at that variant.
+LATER_FIXES = {"uncached_skips_released_req": "on"}
+
 # State fields added after traces were checked in, with the value they had in every state before
 # (the feature did not exist): a trace without them reads as one with them at that value.
 LATER_FIELDS = {"swa_branching_seqlen": lambda cfg: [{"#bigint": "0"}] * cfg.num_reqs,
-                "needless_retract": lambda cfg: False, "needless_recompute": lambda cfg: False}
+                "needless_retract": lambda cfg: False, "needless_recompute": lambda cfg: False,
+                "unfiltered": lambda cfg: [False] * cfg.num_reqs, "batch_is_full": lambda cfg: False}
 
 
 def _with_later_fields(data: Any, vars_: list[str], cfg: Any) -> tuple[Any, list[str]]:

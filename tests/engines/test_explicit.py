@@ -52,8 +52,14 @@ def test_bfs_reports_the_shortest_violation_and_it_replays_by_index() -> None:
     system = System(SESSIONS, PRESETS["v0.5.10.post1"])
     search = Explorer(system, ["busy_check_sound", "conservation"]).run(4)
     r = search.results["busy_check_sound"]
-    assert r.verdict is Verdict.VIOLATED and r.depth == 3 and r.trace is not None
-    assert r.trace.engine == "explicit" and r.trace.depth == 3
+    # depth 1: a streaming turn that finishes in its own prefill is uncached and session-held at once
+    # (v0.5.10.post1's `_get_batch_uncached_size`, `uncached_skips_released_req` off; it reproduces on
+    # SGLang 0.5.10.post1); with that flag on, #22213's restored turn at depth 3
+    assert r.verdict is Verdict.VIOLATED and r.depth == 1 and r.trace is not None
+    assert r.trace.engine == "explicit" and r.trace.depth == 1
+    later = Explorer(System(SESSIONS, PRESETS["v0.5.10.post1"].with_fix("uncached_skips_released_req", "on")),
+                     ["busy_check_sound"]).run(3).results["busy_check_sound"]
+    assert later.verdict is Verdict.VIOLATED and later.depth == 3
     # #22862's leak (v0.5.10.post1 has no retract_tail_free) at depth 3 too: the forced retraction takes
     # the session's request out of a tie (equal keys: SGLang's admission order, any request in kvmc)
     c = search.results["conservation"]
@@ -84,10 +90,10 @@ def test_cli_explicit_engine_prints_the_report_and_writes_itf(tmp_path: Path, ca
                  "--property", "busy_check_sound", "--depth", "3", "--out", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "busy_check_sound     violated at depth 3" in out
+    assert "busy_check_sound     violated at depth 1" in out
     path = tmp_path / "v0.5.10.post1" / "sessions" / "busy_check_sound.itf.json"
     tr = itf.read(path)
-    assert tr.engine == "explicit" and tr.depth == 3 and tr.prop == "busy_check_sound"
+    assert tr.engine == "explicit" and tr.depth == 1 and tr.prop == "busy_check_sound"
 
 
 def test_graph_export_marks_violations_and_refuses_past_the_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ from checker.traces.itf import ItfError
 from checker.traces.trace import step_table
 from checker.verdict import Verdict
 from model.designs import PRESETS
-from model.state import CHUNKED, NO_BATCH, WAITING
+from model.state import CHUNKED, NO_BATCH, RUNNING, WAITING
 from model.system import System
 from specs.configs import CONFIGS
 from specs.lemmas import LEMMAS
@@ -159,3 +159,27 @@ def test_cli_checks_a_liveness_property_and_writes_the_lasso(tmp_path: Path, cap
     code = main(["check", "--config", "small", "--property", "progres", "--depth", "2"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "progress" in err
+
+
+# docs/findings.md finding 6: a NO_TOKEN verdict with nothing running latches batch_is_full (<= 0.5.21)
+LATCH = pinned(CONFIGS["sessions"], req_pool_size=(2, 2))
+
+
+def test_a_no_token_with_nothing_running_latches_batch_is_full_until_0_5_22(tmp_path: Path) -> None:
+    """Two request rows, so the row starvation of finding 7 is out of the way: on v0.5.18 a refused
+    request with nothing running sets batch_is_full and nothing clears it, a fair lasso in which no
+    batch runs; on the loop the flag is set and the running batch empty. With
+    `batch_is_full_needs_running` (0.5.22) there is no lasso to the bound, and the v0.5.18 lasso
+    under that flag does not recur on the pool."""
+    r = explicit_lassos(System(LATCH, PRESETS["v0.5.18"]), ["progress"], 5)["progress"]
+    assert r.verdict is Verdict.VIOLATED and r.trace is not None and r.trace.loop is not None
+    looped = [st.state for st in r.trace.steps[r.trace.loop:]]
+    assert all(s.batch_is_full and s.last_batch == NO_BATCH for s in looped), looped
+    assert all(WAITING in s.status and RUNNING not in s.status and not any(s.unfiltered) for s in looped), looped
+    assert replay_trace(r.trace, "cpu", "latch").status == REPRODUCED
+    fixed = PRESETS["v0.5.18"].with_fix("batch_is_full_needs_running", "on")
+    assert explicit_lassos(System(LATCH, fixed), ["progress"], 5)["progress"].verdict is Verdict.HOLDS_TO_DEPTH
+    assert explicit_lassos(System(LATCH, PRESETS["v0.5.22"]), ["progress"], 5)["progress"].verdict is Verdict.HOLDS_TO_DEPTH
+    f = tmp_path / "latch.itf.json"
+    itf.write(f, r.trace)
+    assert itf.read(f).loop == r.trace.loop

@@ -102,3 +102,32 @@ def test_24252_a_parked_chunk_is_stashed_whole_before_24318() -> None:
     for fixed in (d.with_fix("chunked_req_scheduled_last_iter", "on"), PRESETS["v0.5.12.post1"]):
         ok = Explorer(System(cfg, fixed), ["conservation"]).run(4).results["conservation"]
         assert ok.verdict is Verdict.HOLDS_TO_DEPTH and ok.depth == 4, (fixed.name, ok)
+
+
+def _busy(trace, design, t: int):
+    from model.invariant_checker import self_check_during_busy
+    from model.ops import Concrete
+
+    system = System(trace.cfg, design)
+    return self_check_during_busy(system.ctx(Concrete(), trace.params), _rerun(trace, design)[t])
+
+
+def test_before_0_5_11_a_finished_turn_still_in_the_running_batch_is_uncached() -> None:
+    """sessions, seed 8: session 0's first turn finishes in a decode (step 2) and stays in
+    running_batch; step 3 closes the session (its row freed) and prefills request 1. 0.5.10.post1's
+    `_get_batch_uncached_size` still counts the finished turn (its KV was never marked freed), so
+    SGLang's busy check fires there (a false alarm the replay shows on SGLang 0.5.10.post1, docs/
+    findings.md finding 5); with
+    `uncached_skips_released_req` (0.5.11) the finished turn counts nowhere and the check is silent."""
+    d = PRESETS["v0.5.10.post1"]
+    assert not d.on("uncached_skips_released_req") and PRESETS["v0.5.11"].on("uncached_skips_released_req")
+    walk = random_walk(CONFIGS["sessions"], d, 3, 8)
+    states = _rerun(walk, d)
+    assert states[2].status[0] == FINISHED and states[2].last_batch == 2 and states[2].unfiltered[0]
+    assert walk.steps[2].picks.get("recv.close_session[0]") and states[3].last_batch == 1  # closed, then a prefill
+    assert states[3].unfiltered[0] and not states[3].slot_holding[0]  # still in the running batch
+    old = _busy(walk, d, 3)
+    assert old.fired and old.terms["uncached"] == states[3].slot_kv_allocated_len[0] - states[3].slot_cache_protected_len[0]
+    new_design = d.with_fix("uncached_skips_released_req", "on")
+    assert _rerun(walk, new_design)[3].unfiltered[0]  # the same state: only the check differs
+    assert not _busy(walk, new_design, 3).fired

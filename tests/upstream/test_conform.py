@@ -24,10 +24,7 @@ REPO = HERE.parent.parent
 
 # the scheduler-loop rows' open disagreements on the CI releases (docs/conformance.md, "Open
 # disagreements"): found by these rows, not yet fixed in the model
-OPEN = {
-    ("0.5.10.post1", "event_loop/sessions"): "SGLang's busy check counts a session turn that finished in the last "
-    "batch both as uncached and as session-held (a false alarm one iteration before kvmc's)",
-}
+OPEN: dict[tuple[str, str], str] = {}  # none since `uncached_skips_released_req` (session 30)
 
 
 @pytest.fixture(scope="module")

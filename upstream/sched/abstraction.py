@@ -307,6 +307,13 @@ def status(h: Any, sl: Any) -> int:
     raise AbstractionError(f"request {req.rid} is in no queue (not finished, not chunked, waiting or running)")
 
 
+def _unfiltered(h: Any, r: int) -> bool:
+    """model/state.py `unfiltered`: a finished Req of request slot `r` is still in the running batch
+    (filter_batch has not run). The Req is known by the harness's rid `r<slot>.t<turn>`: a session's
+    previous turn may still be there when its next turn has arrived."""
+    return any(q.finished() and str(q.rid).split(".")[0] == f"r{r}" for q in h.sch.running_batch.reqs)
+
+
 def _sessions(h: Any) -> dict[str, Any]:
     """Session id -> SessionSlot: the wrapping SessionAwareCache / StreamingSession's `slots`, or,
     from 0.5.19 where UnifiedRadixCache composes the streaming session, `tree.session.slots`."""
@@ -502,6 +509,7 @@ def to_state(h: Any) -> State:
         load_back_node=tuple(lb_node),
         load_back_swa_top=tuple(lb_top),
         turn=tuple(sl.turn for sl in h.slots),
+        unfiltered=tuple(_unfiltered(h, r) for r in range(cfg.num_reqs)),
         slot_holding=tuple(slot_holding(i) for i in range(S)),
         slot_kv_allocated_len=tuple(sv(i, "kv_allocated_len") if slot_holding(i) else 0 for i in range(S)),
         slot_kv_committed_len=tuple(sv(i, "kv_committed_len") if slot_holding(i) else 0 for i in range(S)),
@@ -513,5 +521,6 @@ def to_state(h: Any) -> State:
         slot_closed=tuple(h.slots[r].closed for r in cfg.streaming_sessions),
         last_batch=last_batch,
         oom=h.oom,
+        batch_is_full=bool(getattr(h.sch.running_batch, "batch_is_full", False)),
         needless_retract=False, needless_recompute=False,  # ghosts of the model's (model/state.py GHOST_FIELDS): not compared
     )

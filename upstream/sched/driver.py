@@ -364,9 +364,10 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             if d is None:
                 d = _ownership_difference(x, st.state, led)
             if d:
-                why = (f"SGLang ran no prefill: {h.prefill_skipped}; kvmc re-runs admission every iteration "
-                       "(not modelled: docs/releases.md, batch_is_full)") if h.prefill_skipped else ""
-                abstraction = "batch_is_full" if why else ""
+                # a hint only: the model has batch_is_full (model/system.py::get_new_batch_prefill), so a
+                # skipped prefill it did not predict is a disagreement like any other
+                why = f"SGLang ran no prefill: {h.prefill_skipped}" if h.prefill_skipped else ""
+                abstraction = ""
                 if not why and _sglang_eviction_allowed(trace, before, st.picks, h, real):
                     abstraction = "eviction_superset"
                     why = ("the walk's eviction is one SGLang's LRU cannot take; SGLang's own is one the model allows "

@@ -735,12 +735,12 @@ def _first_line(e: BaseException) -> str:
 
 
 def _why_no_prefill(h: RealScheduler, batch: Any, full_before: bool, finished_before: int, waiting_before: int) -> str:
-    """Why no prefill ran although a request waited, when the reason is scheduler state kvmc does
-    not model (docs/releases.md, `batch_is_full`): the flag a NO_TOKEN verdict or a full row budget
-    set in an earlier pass (kept across passes except with hybrid SWA), or finished requests that
-    stay in the running batch until update_running_batch filters them and still count against
-    max_running_requests. Empty when a prefill ran or nobody waited. Only names the cause; the
-    replay still compares the states."""
+    """Why no prefill ran although a request waited, as a hint for a divergence report: the flag a
+    NO_TOKEN verdict or a full row budget set in an earlier pass (kept across passes except with
+    hybrid SWA), or finished requests that stay in the running batch until update_running_batch
+    filters them and still count against max_running_requests (both are model state: `batch_is_full`,
+    `unfiltered`). Empty when a prefill ran or nobody waited. Only names the cause; the replay
+    compares the states."""
     if waiting_before == 0 or (batch and batch.forward_mode.is_extend()) or h.sch.chunked_req is not None:
         return ""
     if full_before and not (h.hybrid and _hybrid_clears_batch_is_full()):

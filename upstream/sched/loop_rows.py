@@ -15,9 +15,9 @@ eviction, `prepare_for_decode`), `process_batch_result_*` (finish, `release_kv_c
 saves, restores and closes.
 
 What a row sees: whether SGLang follows the walk; at the first difference, the step, the field
-and both values. A walk SGLang does not follow because it skipped a prefill pass for scheduler
-state kvmc does not model (`batch_is_full`, docs/releases.md) is counted under that documented
-abstraction (upstream/abstractions.py), not as agreement. Not covered: HiCache and EAGLE configs
+and both values (`running_batch.batch_is_full` and the finished requests still in the running batch
+are state both sides have since session 30; before, a skipped prefill pass was the documented
+abstraction `batch_is_full`). Not covered: HiCache and EAGLE configs
 (the replay cannot run them: no host transfer engine, no draft model), the per-request SWA ring.
 """
 
@@ -74,7 +74,7 @@ def run_walk(sc: Walk, design: Design) -> list[tuple[str, Any, Any]]:
         return [("replay", "follows the walk", "follows the walk")]
     if status == driver.DIVERGED:
         label = f"step {out['step']}: {out['field']}"
-        if out.get("abstraction") in ("batch_is_full", "eviction_superset"):
+        if out.get("abstraction") == "eviction_superset":
             label += f" ({out['abstraction']})"
         return [(label, out["sglang"], out["model"])]
     msg = out.get("message", "")
