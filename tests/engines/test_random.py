@@ -44,7 +44,9 @@ def test_random_finds_the_session_false_alarm_and_the_trace_replays() -> None:
     rep = check_config(system.design, SESSIONS, ["busy_check_sound"], 5, examples=300)
     r = rep.results["busy_check_sound"]
     assert r.verdict is Verdict.VIOLATED and r.trace is not None and r.trace.engine == "random"
-    assert 3 <= r.depth <= 5  # never shorter than the shortest counterexample (BFS: 3)
+    # never shorter than the shortest counterexample (BFS: 1, a turn finished in its own prefill that
+    # 0.5.10.post1 counts as uncached and session-held, docs/findings.md finding 5)
+    assert 1 <= r.depth <= 5
     states, _ = run_concrete(system, r.trace.params, r.trace.actions)
     assert not PROPERTIES["busy_check_sound"].holds(system.ctx(Concrete(), r.trace.params), states[-1])
 
