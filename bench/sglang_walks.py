@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import random
 import sys
 import tempfile
@@ -100,16 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="SGLang install folder")
     ap.add_argument("--with", dest="extra", nargs="*", default=[], metavar="FIX[=VARIANT]",
                     help="flags turned on over the preset (to test whether a flag is the difference)")
-    ap.add_argument("--eager-admission", action="store_true",
-                    help="diagnostic: clear batch_is_full and drop finished requests from the running batch before "
-                         "each pass (admission as the model has it), to compare walks past that abstraction")
     ap.add_argument("--keep", help="write the walks into this folder (kept) instead of a temporary one")
     a = ap.parse_args(argv)
     from model.designs import PRESETS
     from upstream.sched.replay import replay_items
 
-    if a.eager_admission:
-        os.environ["KVMC_SGLANG_EAGER_ADMISSION"] = "1"  # read by the worker (upstream/sched/harness.py)
     preset = a.preset or (f"v{a.release}" if f"v{a.release}" in PRESETS else "current")
     with tempfile.TemporaryDirectory(prefix="kvmc-walks-") as tmp:
         d = a.keep or tmp
@@ -125,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         plus = "".join(f" +{x}" for x in a.extra)
         print(f"SGLang {a.release}, preset {preset}{plus}, {a.walks} walks x {a.steps} steps per config"
               f"{' (tight pools)' if a.tight else ''}, choices forced"
-              f"{', eager admission (diagnostic)' if a.eager_admission else ''} ({res['seconds']} s)")
+              f" ({res['seconds']} s)")
         for c, fs in per_cfg.items():
             ok, lines = summarize([by_file[f] for f in fs])
             print(f"{c}: {ok}/{len(fs)} follow the model state for state")

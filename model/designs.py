@@ -419,6 +419,19 @@ FIXES: dict[str, Fix] = {
             "as session-held, also after its session closed",
         ),
         Fix(
+            "finish_req_detach",
+            0,
+            "",
+            "v0.5.11",
+            "a retraction saves a streaming turn into its slot through try_cache_finished_req, which calls "
+            "Session.finish_req; finish_req sets `req.session = None` on the Req its req_nodes held, which at the "
+            "turn's second retraction is the running turn itself: the re-admitted turn matches, is cached and "
+            "finishes through the radix tree with a row of its own, while the slot keeps the record of that "
+            "retraction (PR not identified; first seen in v0.5.11's session_controller.py:257-264; open PR #40252 "
+            "would stop a retraction from advancing the session)",
+            off="v0.5.10.post1: no finish_req; a retracted turn stays in its session however often it is retracted",
+        ),
+        Fix(
             "allocatable_precheck_unchunked",
             0,
             "",
@@ -531,6 +544,7 @@ _V0511 = {
     "admission_page_reserve": "on",
     "swa_extend_exact_pages": "on",
     "uncached_skips_released_req": "on",
+    "finish_req_detach": "on",
     "allocatable_precheck_unchunked": "on",
     "swa_busy_check": "on",
     "session_active": "active_idx",

@@ -97,8 +97,8 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
             held = s.slot_holding[i]
         elif variant == "is_active":
             held = x.and_(s.slot_holding[i], x.not_(s.slot_is_active[i]))
-        else:  # active_idx: the slot's req_pool_idx is not used by a batch request
-            held = x.and_(s.slot_holding[i], x.not_(counted[r]))
+        else:  # active_idx: the slot's req_pool_idx is not used by a batch request (a detached turn's is its own)
+            held = x.and_(s.slot_holding[i], x.not_(x.and_(counted[r], x.not_(s.slot_detached[i]))))
         H_F = H_F + x.ite(held, f, 0)
         H_S = H_S + x.ite(held, w, 0)
         if session.unfiltered_counted(x):

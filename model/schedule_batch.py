@@ -59,7 +59,8 @@ def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
         "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available",
         "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", "last_node", "swa_lock_top", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS, "oom"),
+        "slot_closed", "slot_turn_saved", "slot_detached", "last_node", "swa_lock_top", "load_back_node",
+        "load_back_swa_top", *DRIFT_FIELDS, "oom"),
 )
 def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort: Any = False) -> State:
     """Release request r's KV on finish (is_insert) or retraction: the cache takes its part
@@ -72,25 +73,40 @@ def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort
     retraction (v0.5.10.post1 `SessionAwareCache.cache_finished_req` has no abort branch at all;
     v0.5.11-0.5.23 `try_cache_finished_req` tests `finished_reason`).
 
+    From v0.5.11 (`finish_req_detach`) the slot's save goes on to `Session.finish_req`, and a turn
+    that detached from its session (retracted twice) releases through the tree like any request.
+
     A finish on v0.5.22 (`finish_checkpoint`) may die on SGLang's assertion inside the cache's part
     (radix_cache.cache_finished_req: `oom = OOM_ASSERT`); the release stops there."""
+    def to_tree() -> State:
+        cached = radix_cache.cache_finished_req(x, s, r, is_insert, site)
+
+        def go_on() -> State:
+            full, swa = _release_tokens(x, cached, r)
+            s1 = allocator.free(x, cached, full, swa)
+            s1 = s1.set(req_pool_available=s1.req_pool_available + 1)
+            return s1.req(r, last_node=ROOT, swa_lock_top=ROOT)
+
+        if not (is_insert and radix_cache.rematches(x, True)):
+            return go_on()
+        # v0.5.22: the checkpoint into the tree may have died on SGLang's assertion (OOM_ASSERT); then
+        # release_kv_cache stops there (the over-allocation and the row are not freed)
+        return x.branch(cached.oom == OOM_NONE, go_on, lambda: cached)
+
     i = x.cfg.slot_of(r)
-    if i is not None:
-        s = session.save_from_req(x, s, r, i)
-        return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
-    cached = radix_cache.cache_finished_req(x, s, r, is_insert, site)
+    if i is None:
+        return to_tree()
 
-    def go_on() -> State:
-        full, swa = _release_tokens(x, cached, r)
-        s = allocator.free(x, cached, full, swa)
-        s = s.set(req_pool_available=s.req_pool_available + 1)
-        return s.req(r, last_node=ROOT, swa_lock_top=ROOT)
+    def save(i: int = i) -> State:
+        s1 = session.save_from_req(x, s, r, i)
+        if x.on("finish_req_detach"):
+            s1 = session.finish_req(x, s1, i)
+        return s1.req(r, last_node=ROOT, swa_lock_top=ROOT)
 
-    if not (is_insert and radix_cache.rematches(x, True)):
-        return go_on()
-    # v0.5.22: the checkpoint into the tree may have died on SGLang's assertion (OOM_ASSERT); then
-    # release_kv_cache stops there (the over-allocation and the row are not freed)
-    return x.branch(cached.oom == OOM_NONE, go_on, lambda: cached)
+    if not x.on("finish_req_detach"):
+        return save()
+    # a turn detached from its session releases like any request
+    return x.branch(x.not_(s.slot_detached[i]), save, to_tree)
 
 
 @transition(
@@ -208,7 +224,8 @@ def _retract_victims(x: Ctx, s: State, kept: tuple, act: Any, it: int) -> list:
         "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available",
         "swa_available", "req_pool_available", "slot_holding", "slot_kv_allocated_len", "slot_kv_committed_len",
         "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node", "slot_swa_lock_top", "slot_is_active",
-        "slot_closed", "load_back_node", "load_back_swa_top", "needless_retract", *DRIFT_FIELDS, "oom"),
+        "slot_closed", "slot_turn_saved", "slot_detached", "load_back_node", "load_back_swa_top", "needless_retract",
+        *DRIFT_FIELDS, "oom"),
 )
 def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
     """Retract running requests one at a time (release_kv_cache without insert, evict for the

@@ -21,6 +21,9 @@ turn's row allocation, `take`, and the busy check counts every record holding a 
 session-held, the borrowing turn not as uncached, model/invariant_checker.py). Since v0.5.19
 (`session_rewind_page_floor`) a restore whose SWA cursor is past the prefix rewinds to a page.
 
+From v0.5.11 (`finish_req_detach`) a turn retracted twice loses its session (`finish_req`, `slot_detached`)
+and runs like a request without one until its next turn.
+
 Abstracted: one session per streaming request slot; aborts, the close-on-finish deferral of #21875
 and spec-v2 overshoot trims are not modelled (no speculative decoding with sessions).
 """
@@ -157,13 +160,30 @@ def save_from_req(x: Ctx, s: State, r: int, i: int) -> State:
 
 
 @transition(
+    "session/session_controller.py::Session.finish_req (v0.5.11+, via StreamingSession.try_cache_finished_req)",
+    modifies=("slot_turn_saved", "slot_detached"),
+)
+def finish_req(x: Ctx, s: State, i: int) -> State:
+    """After a save of session i's turn, a finish's or a retraction's (`finish_req_detach`):
+    `req_nodes` keeps only this Req, and the Req it held before loses its session
+    (`prev_node.req.session = None`, 0.5.11:session/session_controller.py:257-264). At the turn's
+    first save that is the previous turn's finished Req; at a second (the turn was retracted before)
+    it is the turn itself, which is detached from then on (model/system.py::match_prefix,
+    model/schedule_batch.py::release_kv_cache). The next turn is a new Req: both bits clear."""
+    return s.slot(i, slot_turn_saved=True, slot_detached=x.or_(s.slot_detached[i], s.slot_turn_saved[i]))
+
+
+@transition(
     "mem_cache/session_aware_cache.py::SessionAwareCache.release_session",
     modifies=(
-        "slot_holding", "slot_closed", "full_available", "swa_available", "req_pool_available", *DRIFT_FIELDS),
+        "slot_holding", "slot_closed", "slot_turn_saved", "slot_detached", "full_available", "swa_available",
+        "req_pool_available", *DRIFT_FIELDS),
 )
 def release_session(x: Ctx, s: State, i: int) -> State:
-    """Close session i: drop the first-turn tree lock, free the row's own KV, return its pool slot."""
+    """Close session i: drop the first-turn tree lock, free the row's own KV, return its pool slot.
+    The session and its req_nodes are gone (`slot_turn_saved`, `slot_detached` clear)."""
     s = radix_cache.dec_lock_ref(x, s, s.slot_last_node[i], s.slot_swa_lock_top[i])
     full, swa = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
     s = allocator.free(x, s, full, swa)
-    return s.slot(i, slot_holding=False, slot_closed=True).set(req_pool_available=s.req_pool_available + 1)
+    return s.slot(i, slot_holding=False, slot_closed=True, slot_turn_saved=False, slot_detached=False).set(
+        req_pool_available=s.req_pool_available + 1)

@@ -73,6 +73,12 @@ SLOT_FIELDS = (
     "slot_swa_lock_top",
     "slot_is_active",  # #22213's flag
     "slot_closed",
+    # `Session.req_nodes` already holds the running turn's Req: a retraction saved it (v0.5.11+
+    # `finish_req`); the turn's next save detaches it (`finish_req_detach`)
+    "slot_turn_saved",
+    # the turn's Req has `session = None` (finish_req found it as its own previous node): it matches,
+    # is cached and finishes through the radix tree with a row of its own; the slot keeps its record
+    "slot_detached",
 )
 POOL_FIELDS = (
     "full_available",  # full allocator available_size()
@@ -91,7 +97,7 @@ POOL_FIELDS = (
 SCHED_FIELDS = ("last_batch", "oom", "batch_is_full", "needless_retract", "needless_recompute")
 BOOL_FIELDS = frozenset(
     {"node_device", "node_host", "node_swa_tombstone", "in_last_batch", "slot_holding", "slot_is_active", "slot_closed",
-     "unfiltered", "batch_is_full", "needless_retract", "needless_recompute"}
+     "slot_turn_saved", "slot_detached", "unfiltered", "batch_is_full", "needless_retract", "needless_recompute"}
 )
 # Ghost fields: kvmc's own record of what a step did, for a property that must see the step and not
 # only the state (specs/properties.py `retract_only_when_short`, `recompute_only_when_short`). No SGLang object holds them, so
@@ -136,6 +142,8 @@ class State:
     slot_swa_lock_top: tuple
     slot_is_active: tuple
     slot_closed: tuple
+    slot_turn_saved: tuple
+    slot_detached: tuple
     last_batch: Any
     oom: Any
     batch_is_full: Any

@@ -123,6 +123,8 @@ def init_state(x: Ctx) -> State:
         slot_swa_lock_top=(ROOT,) * S,
         slot_is_active=(False,) * S,
         slot_closed=(False,) * S,
+        slot_turn_saved=(False,) * S,
+        slot_detached=(False,) * S,
         last_batch=NO_BATCH,
         oom=OOM_NONE, batch_is_full=False, needless_retract=False, needless_recompute=False,  # (a ghost: model/state.py GHOST_FIELDS)
     )
@@ -134,7 +136,7 @@ def init_state(x: Ctx) -> State:
     modifies=(
         "status", "origin_input_len", "output_len", "turn", "kv_allocated_len", "kv_committed_len",
         "cache_protected_len", "swa_evicted_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_closed",
-        "full_available", "swa_available", "req_pool_available", *DRIFT_FIELDS),
+        "slot_turn_saved", "slot_detached", "full_available", "swa_available", "req_pool_available", *DRIFT_FIELDS),
 )
 def recv_requests(x: Ctx, s: State) -> State:
     """New requests arrive (any subset of those not yet sent), a finished streaming turn may be
@@ -156,7 +158,8 @@ def recv_requests(x: Ctx, s: State) -> State:
                 new_tokens = x.choose_int(f"turn_tokens[{r}]", lo, hi)
             s = x.branch(
                 nxt,
-                lambda r=r, new_tokens=new_tokens: s.req(
+                # the next turn is a new Req of the session: nothing saved it yet, and it is streaming
+                lambda r=r, i=i, new_tokens=new_tokens: s.slot(i, slot_turn_saved=False, slot_detached=False).req(
                     r,
                     status=WAITING,
                     # the next turn's input is the context plus output_ids[:max_new_tokens]
@@ -243,7 +246,7 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
         s = s.req(r, swa_branching_seqlen=tree_match.swa_branching_seqlen)
     if i is None:
         return s, tree_match, True
-    restore = x.and_(s.slot_holding[i], x.not_(s.slot_closed[i]))
+    restore = x.and_(s.slot_holding[i], x.not_(s.slot_closed[i]), x.not_(s.slot_detached[i]))
     s2, m = x.branch(restore, lambda: session.restore_to_req(x, s, r, i, key_len), lambda: (s, tree_match))
     return s2, m, x.not_(restore)
 
@@ -337,7 +340,8 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
         "node_swa_tombstone", "full_available", "swa_available", "req_pool_available",
         "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen", "last_node", "swa_lock_top", "slot_holding", "slot_kv_allocated_len",
         "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len", "slot_last_node",
-        "slot_swa_lock_top", "slot_is_active", "slot_closed", "load_back_node", "load_back_swa_top", *DRIFT_FIELDS, "oom"),
+        "slot_swa_lock_top", "slot_is_active", "slot_closed", "slot_turn_saved", "slot_detached", "load_back_node",
+        "load_back_swa_top", *DRIFT_FIELDS, "oom"),
 )
 def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
     """A request whose prefill completed gets its first output token; it finishes
@@ -365,7 +369,9 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
                 i = x.cfg.slot_of(r)
                 if i is not None and x.variant("session_record") == "owned_at_alloc":
                     # v0.5.22: the first turn's prompt is published and the slot owns record and lock
-                    s1 = x.branch(restored, lambda: s1, lambda: session.take(x, s1, r, i))
+                    # (not a turn detached from its session: its row is its own)
+                    takes = x.and_(x.not_(restored), x.not_(s1.slot_detached[i]))
+                    s1 = x.branch(takes, lambda: session.take(x, s1, r, i), lambda: s1)
                 return s1.req(r, status=RUNNING)  # (also where its insert died: its prefill ended)
 
             return x.branch(finished, finish, lambda: x.branch(done, keep, lambda: s))
@@ -409,7 +415,8 @@ def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
         "status", "output_len", "kv_allocated_len", "kv_committed_len", "cache_protected_len", "swa_evicted_seqlen", "swa_branching_seqlen",
         "last_node", "swa_lock_top", "node_len", "node_device", "node_host", "node_swa_tombstone", "full_available", "swa_available", "req_pool_available", "slot_holding",
         "slot_kv_allocated_len", "slot_kv_committed_len", "slot_swa_evicted_seqlen", "slot_cache_protected_len",
-        "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "last_batch", "oom",
+        "slot_last_node", "slot_swa_lock_top", "slot_is_active", "slot_closed", "slot_turn_saved", "slot_detached",
+        "last_batch", "oom",
         "load_back_node", "load_back_swa_top", "needless_retract", "unfiltered", "batch_is_full", *DRIFT_FIELDS),
 )
 def run_decode_batch(x: Ctx, s: State) -> State:

@@ -142,6 +142,8 @@ def to_state(sch: Scheduler) -> State:
         slot_swa_lock_top=tuple(ROOT if (s.virtual or not hyb) else _atom(s.lock, True) for s in slots),
         slot_is_active=tuple(s.is_active for s in slots),
         slot_closed=tuple(s.closed for s in slots),
+        slot_turn_saved=tuple(s.turn_saved for s in slots),
+        slot_detached=tuple(s.detached for s in slots),
         last_batch=sch.last_batch,
         oom=sch.oom,
         batch_is_full=sch.batch_is_full,

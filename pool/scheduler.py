@@ -98,6 +98,8 @@ class SessionSlot:
     virtual: bool = False
     is_active: bool = False
     closed: bool = False
+    turn_saved: bool = False  # req_nodes holds the running turn's Req (a retraction saved it)
+    detached: bool = False  # the running turn's Req has session None (finish_req met it twice)
 
     @property
     def holding(self) -> bool:
@@ -556,6 +558,7 @@ class Scheduler:
                     req.origin_input_len += min(req.output_len, self.max_new_tokens(req)) + new_tokens  # output_ids[:max_new_tokens]
                     req.output_len = 0
                     req.turn += 1
+                    slot.turn_saved = slot.detached = False  # a new Req, streaming again
                     req.kv_allocated_len = req.kv_committed_len = req.cache_protected_len = req.swa_evicted_seqlen = 0
                     req.lock, req.virtual = None, False
                     req.finished = False
@@ -603,7 +606,7 @@ class Scheduler:
         i = self.cfg.slot_of(req.rid)
         if i is not None:
             slot = self.slots[i]
-            if slot.holding and not slot.closed:
+            if slot.holding and not slot.closed and not slot.detached:
                 return m, self.restore_to_req(req, slot, key_len)
         return m, None
 
@@ -737,7 +740,8 @@ class Scheduler:
                 if not req.virtual:
                     self.cache_unfinished_req(req, ch, f"unfinished[{req.rid}]")
                     i = self.cfg.slot_of(req.rid)
-                    if i is not None and self.design.variant("session_record") == "owned_at_alloc":
+                    if (i is not None and self.design.variant("session_record") == "owned_at_alloc"
+                            and not self.slots[i].detached):
                         self.take(req, self.slots[i])
         self.last_batch = EXTEND_BATCH
 
@@ -825,9 +829,12 @@ class Scheduler:
 
     def release_kv_cache(self, req: Req, is_insert: bool, ch: Chooser, site: str, abort: bool = False) -> None:
         i = self.cfg.slot_of(req.rid)
-        if i is not None:
+        if i is not None and not self.slots[i].detached:
             slot = self.slots[i]
             self.save_from_req(req, slot)  # an OOM abort too: `finished_reason` is not set yet (model docstring)
+            if self.design.on("finish_req_detach"):  # Session.finish_req (model/session.py)
+                slot.detached = slot.detached or slot.turn_saved
+                slot.turn_saved = True
         else:
             self.cache_finished_req(req, is_insert, ch, site)
             ps = self.ps
@@ -883,6 +890,7 @@ class Scheduler:
         self.req_pool.free(slot.req_pool_idx)  # type: ignore[arg-type]
         slot.req_pool_idx = None
         slot.closed = True
+        slot.turn_saved = slot.detached = False  # the session and its req_nodes are gone
 
     # -- decode -------------------------------------------------------------------------------------
     def decode_tokens_needed(self, batch: list[Req]) -> int:

@@ -111,7 +111,8 @@ def _path_len(x: Ctx, s: State, r: int, node: Any) -> Any:
 
 def session_slots(x: Ctx, s: State) -> Any:
     """Slot lengths are consistent; the slot's tree part is the path to its lock node; a running
-    turn uses the slot's row (virtual node, the slot's P) exactly when the slot holds KV."""
+    turn uses the slot's row (virtual node, the slot's P) exactly when the slot holds KV and the turn
+    has not detached from it; a detached turn was saved before, by a slot that still holds KV."""
     c = []
     for i, r in enumerate(x.cfg.streaming_sessions):
         A, C, P, E = (s.slot_kv_allocated_len[i], s.slot_kv_committed_len[i], s.slot_cache_protected_len[i],
@@ -122,8 +123,14 @@ def session_slots(x: Ctx, s: State) -> Any:
         c.append(x.implies(s.status[r] == NEW, x.and_(x.not_(s.slot_holding[i]), x.not_(s.slot_closed[i]), s.turn[r] == 0)))
         c.append(x.implies(s.slot_holding[i], _node_present(x, s, s.slot_last_node[i])))
         h = holds_kv(x, s, r)
-        c.append(x.implies(h, s.slot_holding[i] == (s.last_node[r] == VIRTUAL)))
-        c.append(x.implies(x.and_(h, s.slot_holding[i]), s.cache_protected_len[r] == P))
+        # a turn detached from its session (v0.5.11+ `finish_req_detach`) runs on a row of its own
+        streams = x.and_(s.slot_holding[i], x.not_(s.slot_detached[i]))
+        c.append(x.implies(h, streams == (s.last_node[r] == VIRTUAL)))
+        c.append(x.implies(x.and_(h, streams), s.cache_protected_len[r] == P))
+        c.append(x.implies(s.slot_detached[i], s.slot_turn_saved[i]))
+        c.append(x.implies(s.slot_turn_saved[i], s.slot_holding[i]))
+        if not x.on("finish_req_detach"):
+            c += [x.not_(s.slot_turn_saved[i]), x.not_(s.slot_detached[i])]
         c.append(x.implies(s.slot_holding[i], P == _path_len(x, s, r, s.slot_last_node[i])))
         if x.cfg.spec is None:
             c.append(x.implies(s.slot_holding[i], A == C))
@@ -132,6 +139,8 @@ def session_slots(x: Ctx, s: State) -> Any:
         fill = s.origin_input_len[r] + s.output_len[r]
         waiting = x.or_(s.status[r] == WAITING, s.status[r] == FINISHED)
         c.append(x.implies(x.and_(s.slot_holding[i], waiting), fill >= C + 1))
+        # ... and a detached turn's, whatever it does: the slot took its C at a retraction, fill - 1
+        c.append(x.implies(x.and_(s.slot_holding[i], s.slot_detached[i]), fill >= C + 1))
         c.append(x.implies(x.and_(s.turn[r] > 0, x.not_(s.slot_closed[i]), s.status[r] != FINISHED), s.slot_holding[i]))
     return x.and_(*c)
 

@@ -81,7 +81,8 @@ def ledger(x: Ctx, s: State, mid: bool = False) -> Ledger:
     ses_s: Any = 0
     n_ses: Any = 0
     for i, r in enumerate(cfg.streaming_sessions):
-        own = x.and_(s.slot_holding[i], x.not_(owns_row(x, s, r, mid)))  # not lent to its running turn
+        # not lent to its running turn (a turn detached from its session has a row of its own)
+        own = x.and_(s.slot_holding[i], x.or_(x.not_(owns_row(x, s, r, mid)), s.slot_detached[i]))
         f, w = holds_range(x, s.slot_kv_allocated_len[i], s.slot_cache_protected_len[i], s.slot_swa_evicted_seqlen[i])
         ses_f = ses_f + x.ite(own, f, 0)
         ses_s = ses_s + x.ite(own, w, 0)

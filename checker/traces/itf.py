@@ -294,7 +294,9 @@ LATER_FIXES = {"uncached_skips_released_req": "on"}
 # (the feature did not exist): a trace without them reads as one with them at that value.
 LATER_FIELDS = {"swa_branching_seqlen": lambda cfg: [{"#bigint": "0"}] * cfg.num_reqs,
                 "needless_retract": lambda cfg: False, "needless_recompute": lambda cfg: False,
-                "unfiltered": lambda cfg: [False] * cfg.num_reqs, "batch_is_full": lambda cfg: False}
+                "unfiltered": lambda cfg: [False] * cfg.num_reqs, "batch_is_full": lambda cfg: False,
+                "slot_turn_saved": lambda cfg: [False] * len(cfg.streaming_sessions),
+                "slot_detached": lambda cfg: [False] * len(cfg.streaming_sessions)}
 
 
 def _with_later_fields(data: Any, vars_: list[str], cfg: Any) -> tuple[Any, list[str]]:

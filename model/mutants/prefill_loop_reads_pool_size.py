@@ -5,6 +5,10 @@ Breaks Scheduler.get_new_batch_prefill (managers/scheduler.py): a request is onl
 a req_to_token slot. Reading the pool's total `size` instead ignores the slots running requests
 hold, so more requests are admitted than there are free slots and `alloc_req_slots` fails
 ("alloc_req_slots runs out of memory": `no_prefill_oom`).
+
+The loop's bound is `get_num_allocatable_reqs(running_bs) = min(pp_max - running_bs, free rows)`
+(v0.5.12.post1+), so the mutant only shows where a row is held outside the running batch: a finished
+streaming-session turn whose slot keeps its row (config `sessions`, req_pool_size 1: depth 2).
 """
 
 from __future__ import annotations

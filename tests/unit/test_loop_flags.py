@@ -131,3 +131,45 @@ def test_before_0_5_11_a_finished_turn_still_in_the_running_batch_is_uncached() 
     new_design = d.with_fix("uncached_skips_released_req", "on")
     assert _rerun(walk, new_design)[3].unfiltered[0]  # the same state: only the check differs
     assert not _busy(walk, new_design, 3).fired
+
+
+def test_from_0_5_11_a_turn_retracted_twice_leaves_its_session() -> None:
+    """sessions, seed 5233212 (v0.5.13): session 0's first turn (7-token prompt) is retracted at steps 2
+    and 4 and finishes in the re-prefill of step 5. The second retraction's `Session.finish_req` finds
+    the turn's own Req in `req_nodes` and sets its session to None (`finish_req_detach`): the turn
+    re-prefills through the radix tree and its finish inserts its 2 output tokens there, while the slot
+    keeps the 8 tokens of that retraction. Without the flag (0.5.10.post1) the turn stays streaming:
+    it restores the slot and saves 9 tokens into it, nothing is inserted. Seed 20 then shows a
+    detached turn running beside its slot: the ledger gives each its own row and the busy check
+    counts the slot as session-held."""
+    from model.ops import Concrete
+    from model.invariant_checker import self_check_during_busy
+    from model.state import RUNNING, VIRTUAL
+    from specs.properties import PROPERTIES, ledger
+
+    d = PRESETS["v0.5.13"]
+    assert d.on("finish_req_detach") and not PRESETS["v0.5.10.post1"].on("finish_req_detach")
+    walk = random_walk(CONFIGS["sessions"], d, 5, 5233212)
+    assert [bool(st.picks.get("decode.test_retract")) for st in walk.steps] == [False, True, False, True, False]
+    states = _rerun(walk, d)
+    assert not states[2].slot_detached[0] and states[4].slot_detached[0] and states[4].slot_turn_saved[0]
+    last = states[5]
+    assert last.status[0] == FINISHED and last.slot_kv_committed_len[0] == 8 and last.node_len[1] == 2
+    stays = _rerun(walk, d.with_fix("finish_req_detach", None))[5]
+    assert stays.status[0] == FINISHED and stays.slot_kv_committed_len[0] == 9 and stays.node_len[1] == 0
+    assert not stays.slot_detached[0]
+
+    walk = random_walk(CONFIGS["sessions"], d, 8, 20)
+    system = System(walk.cfg, d)
+    x = system.ctx(Concrete(), walk.params)
+    states = _rerun(walk, d)
+    k = next(t for t, s in enumerate(states) if s.slot_detached[0] and s.status[0] == RUNNING and s.slot_holding[0])
+    s = states[k]
+    assert s.last_node[0] != VIRTUAL and s.kv_committed_len[0] > s.slot_kv_committed_len[0]
+    L = ledger(x, s)
+    assert L.slots_reqs == 2 and L.slots_sessions == 1 and L.full_ok and L.slots_ok
+    busy = self_check_during_busy(x, s)
+    assert busy.ran and not busy.fired
+    assert busy.terms["session_held"] == s.slot_kv_allocated_len[0] - s.slot_cache_protected_len[0] > 0
+    for name in ("conservation", "busy_check_sound", "lock_ledger"):
+        assert PROPERTIES[name].holds(x, s), name

@@ -218,3 +218,34 @@ def test_the_batch_is_full_latch_stalls_0_5_13_and_not_0_5_23(sglang_root: Path,
     assert old["status"] == sr.REPRODUCED and "progress violated on SGLang 0.5.13" in sr.line(old), sr.line(old)
     (new,) = sr.replay(NEWEST, [str(f)], root=sglang_root)["outcomes"]
     assert new["status"] == sr.DIVERGED and new["field"] == "batch_is_full", sr.line(new)
+
+
+def test_a_turn_retracted_twice_leaves_its_session_on_0_5_23(newest: Path, tmp_path: Path) -> None:
+    """`Session.finish_req` (0.5.11+) takes the session away from the Req its `req_nodes` held before:
+    at a turn's second retraction that is the turn itself. The sessions walk of seed 20 retracts
+    session 0's first turn twice; the turn re-prefills through the radix tree on a row of its own
+    while the slot keeps its record and row (`slot_detached`), and SGLang 0.5.23 follows every state,
+    the busy check and the ledger on its objects included. The walk under the design without
+    `finish_req_detach` departs from SGLang."""
+    from checker.traces import itf
+    from checker.traces.walk import random_walk
+    from model.designs import PRESETS
+    from model.state import RUNNING
+    from specs.configs import CONFIGS
+    from upstream.sched import replay as sr
+
+    d = PRESETS["v0.5.23"]
+    files = []
+    for i, design in enumerate((d, d.with_fix("finish_req_detach", None))):
+        t = random_walk(CONFIGS["sessions"], design, 8, 20)
+        if i == 0:  # the walk reaches a detached turn running beside its slot
+            assert any(st.state.slot_detached[0] and st.state.status[0] == RUNNING and st.state.slot_holding[0]
+                       for st in t.steps), "seed 20 no longer retracts session 0's turn twice"
+        f = tmp_path / f"w{i}.itf.json"
+        itf.write(f, t)
+        files.append(str(f))
+    res = sr.replay(NEWEST, files, root=newest)
+    same, stays = res["outcomes"]
+    assert same["status"] == sr.PASSED and "every state matched" in same["message"], sr.line(same)
+    # (its first departure is the bookkeeping of the first save, step 3: SGLang's req_nodes holds the turn)
+    assert "every state matched" not in stays["message"] and "departs from the trace" in stays["message"], sr.line(stays)

@@ -324,6 +324,30 @@ def _sessions(h: Any) -> dict[str, Any]:
     return slots if isinstance(slots, dict) else {}
 
 
+def _session(h: Any, r: int) -> Any:
+    sid = h.slots[r].session_id
+    return getattr(getattr(h.sch, "session_controller", None), "sessions", {}).get(sid) if sid else None
+
+
+def _turn_saved(h: Any, r: int) -> bool:
+    """Session.req_nodes holds request slot r's current Req: a save of this turn called
+    `Session.finish_req` (v0.5.11+; 0.5.10.post1 has no finish_req and adds a turn's Req to
+    req_nodes when it creates it, which is not this)."""
+    sess, req = _session(h, r), h.slots[r].req
+    if h.slots[r].closed or sess is None or req is None or not hasattr(sess, "finish_req"):
+        return False
+    return any(getattr(n, "req", None) is req for n in sess.req_nodes.values())
+
+
+def _detached(h: Any, r: int) -> bool:
+    """Request slot r's current Req of an open session has lost it (`req.session = None`: finish_req
+    met it twice)."""
+    req = h.slots[r].req
+    if h.slots[r].closed:  # closing drops every Req's session (session_controller.close): the session is gone
+        return False
+    return h.slots[r].session_id is not None and req is not None and getattr(req, "session", None) is None
+
+
 def slot_holds_kv(slot: Any) -> bool:
     """`SessionSlot.is_holding_kv` (up to 0.5.18: its record is not None); from 0.5.19 the slot
     always has a record and `slot.kv.holds_kv` says whether it holds a row."""
@@ -519,6 +543,8 @@ def to_state(h: Any) -> State:
         slot_swa_lock_top=tuple(slot_uuid(i) for i in range(S)),
         slot_is_active=tuple(slot_active(i) for i in range(S)),
         slot_closed=tuple(h.slots[r].closed for r in cfg.streaming_sessions),
+        slot_turn_saved=tuple(_turn_saved(h, r) for r in cfg.streaming_sessions),
+        slot_detached=tuple(_detached(h, r) for r in cfg.streaming_sessions),
         last_batch=last_batch,
         oom=h.oom,
         batch_is_full=bool(getattr(h.sch.running_batch, "batch_is_full", False)),

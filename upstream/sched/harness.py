@@ -73,7 +73,6 @@ ENV = {
     "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python",
 }
 RETRACT_INTERVAL = 2  # SGLANG_TEST_RETRACT_INTERVAL as forcing.py drives forward_ct
-EAGER_ADMISSION = os.environ.get("KVMC_SGLANG_EAGER_ADMISSION") == "1"  # a diagnostic: RealScheduler._eager_admission
 HICACHE_RATIO = 4.0  # host pool = 4x the device pool: the model's host tier is unbounded
 
 _SETUP: dict[str, Any] = {}
@@ -529,8 +528,6 @@ class RealScheduler:
             # allocation fails is in no queue afterwards, and the model keeps it where it was
             self.pre_status = [status(self, sl) for sl in self.slots]
             rb = sch.running_batch
-            if EAGER_ADMISSION:
-                self._eager_admission()
             full_before = bool(getattr(rb, "batch_is_full", False))
             finished_before = sum(1 for q in rb.reqs if q.finished())
             waiting_before = len(sch.waiting_queue)
@@ -583,17 +580,6 @@ class RealScheduler:
         end of the iteration, before the checks read the counters (the busy check sums evictable
         and protected either way)."""
         self.inner_tree.writing_check()
-
-    def _eager_admission(self) -> None:
-        """Diagnostic only ($KVMC_SGLANG_EAGER_ADMISSION=1, bench/sglang_walks.py --eager-admission):
-        admission as the model has it, every pass. Clears `running_batch.batch_is_full` and filters
-        finished requests out of the running batch (SGLang's own `filter_batch`, one pass earlier
-        than update_running_batch would), so a walk can be compared past the abstraction."""
-        rb = self.sch.running_batch
-        if hasattr(rb, "batch_is_full"):
-            rb.batch_is_full = False
-        if any(q.finished() for q in rb.reqs):
-            rb.filter_batch()
 
     def _next_batch(self) -> Any:
         """`get_next_batch_to_run`; from 0.5.18 it takes the running and last batch and returns a
