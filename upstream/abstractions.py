@@ -8,6 +8,7 @@ recognise the documented situation from the scenario and the differing fields, n
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -156,6 +157,44 @@ ABSTRACTIONS.append(Abstraction(
     "reports as not replayable",
     LOOP_ROWS,
     lambda sc, diffs, d, v: "a choice SGLang cannot make here" in diffs[0][0] and "tie_pass" in str(diffs[0][1]),
+))
+
+
+def _after_phantom_stash(sc: Any, diffs: list, design: Any, version: str) -> bool:
+    """Off `chunked_req_scheduled_last_iter` with `chunked_swa_page_reserve` on (v0.5.11), the walk
+    stashed a parked chunk (a request chunked and not in the last batch at an iteration's start)
+    before or at the step of the first difference."""
+    if design.on("chunked_req_scheduled_last_iter") or not design.on("chunked_swa_page_reserve"):
+        return False
+    m = re.match(r"step (\d+):", diffs[0][0])
+    if m is None:
+        return False
+    from checker.traces.walk import random_walk
+    from model.state import CHUNKED
+    from specs.configs import CONFIGS
+
+    t = random_walk(CONFIGS[sc.config], design, sc.steps, sc.seed)
+    states = [t.init] + [st.state for st in t.steps]
+    return any(s.status[r] == CHUNKED and not s.in_last_batch[r]
+               for s in states[:int(m.group(1))] for r in range(t.cfg.num_reqs))
+
+
+ABSTRACTIONS.append(Abstraction(
+    "phantom_stash",
+    "SGLang #24252 (0.5.11; #24318 fixed it in 0.5.12.post1): a chunk parked by #23174 is stashed with its whole "
+    "prompt, past the KV it was ever given. SGLang's tree takes the request's req_to_token entries there, which "
+    "were never written (slot 0), the request's kv_allocated_len and kv_committed_len stay, and its next extend is "
+    "0 tokens; later frees hand slot 0 to the allocators, where the full pool takes page 0 as a page it never had "
+    "and free_swa drops SWA index 0 (0.5.11:mem_cache/swa_memory_pool.py:463-467). kvmc gives the request phantom "
+    "KV instead (kv_allocated_len = kv_committed_len = fill, from no pool; model/system.py::stash_chunked_req): "
+    "the tree holds tokens no pool handed out in both, but the lengths, the pool sizes and the ownership differ "
+    "afterwards (diagnosed in session 31: about half of the page-4 walks with a phantom stash differ).",
+    "conservation and the busy-check properties on v0.5.11's hybrid configs, which the phantom stash itself "
+    "already breaks in both (docs/findings.md section 2, `kvmc check --design v0.5.11 --config hybrid_swa "
+    "--property conservation`, depth 4, reproduced on SGLang 0.5.11): a verdict after it is about a state SGLang "
+    "reaches only through that bug",
+    ("event_loop/swa", "event_loop/swa_page4"),
+    _after_phantom_stash,
 ))
 
 

@@ -173,3 +173,21 @@ def test_from_0_5_11_a_turn_retracted_twice_leaves_its_session() -> None:
     assert busy.terms["session_held"] == s.slot_kv_allocated_len[0] - s.slot_cache_protected_len[0] > 0
     for name in ("conservation", "busy_check_sound", "lock_ledger"):
         assert PROPERTIES[name].holds(x, s), name
+
+
+def test_the_phantom_stash_abstraction_is_narrow() -> None:
+    """upstream/abstractions.py `phantom_stash`: a v0.5.11 walk on hybrid_swa_page4 (seed 8388608) parks
+    a chunk at step 3 and stashes it whole at step 4 (SGLang #24252); a difference from step 4 on is
+    the documented abstraction, one before it is not, and neither is the same walk under a design
+    that stashes only a chunk scheduled in the last iteration (#24318)."""
+    from upstream.abstractions import match
+    from upstream.sched.loop_rows import Walk
+
+    d = PRESETS["v0.5.11"]
+    assert not d.on("chunked_req_scheduled_last_iter") and d.on("chunked_swa_page_reserve")
+    sc = Walk("hybrid_swa_page4", 8388608, 4)
+    got = [match("event_loop/swa_page4", sc, [(f"step {k}: swa_available", 4, 8)], d, "0.5.11") for k in range(1, 5)]
+    assert got == [None, None, None, "phantom_stash"]
+    assert match("event_loop/sessions", sc, [("step 4: swa_available", 4, 8)], d, "0.5.11") is None
+    later = d.with_fix("chunked_req_scheduled_last_iter", "on")
+    assert match("event_loop/swa_page4", sc, [("step 4: swa_available", 4, 8)], later, "0.5.11") is None

@@ -28,6 +28,7 @@ warm and private tokens): reported as a divergence at that step.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from model.state import (
@@ -322,6 +323,24 @@ def _sessions(h: Any) -> dict[str, Any]:
     if not isinstance(slots, dict):
         slots = getattr(getattr(t, "session", None), "slots", None)
     return slots if isinstance(slots, dict) else {}
+
+
+@functools.lru_cache(maxsize=None)
+def unobserved_fields() -> frozenset[str]:
+    """State fields the running release has no object for, compared on neither side: before
+    `Session.finish_req` (0.5.10.post1) nothing records that a save of a turn went through it, so a
+    design with `finish_req_detach` (a v0.5.13-based corpus trace replayed on 0.5.10.post1) differs
+    from the release in its bookkeeping only; what the detach does (a turn that no longer restores)
+    is compared as behaviour."""
+    import importlib
+
+    for mod in ("sglang.srt.session.session_controller", "sglang.srt.managers.session_controller"):
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        return frozenset() if hasattr(m.Session, "finish_req") else frozenset({"slot_turn_saved", "slot_detached"})
+    return frozenset()
 
 
 def _session(h: Any, r: int) -> Any:

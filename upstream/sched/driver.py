@@ -65,7 +65,11 @@ def observable(s: State, x: Any = None) -> State:
     slot's copy from the save (0.5.22+: the take) and reads a lent record through the request."""
     from model.state import ROOT
 
+    from .abstraction import unobserved_fields
+
     upd: dict[str, Any] = {f: False for f in GHOST_FIELDS}  # kvmc's own record; no SGLang object has it
+    for f in unobserved_fields():  # ... nor any of this release's (`finish_req` bookkeeping before 0.5.11)
+        upd[f] = tuple(False for _ in getattr(s, f))
     if x is not None and FINISHED in s.status:
         # a finished streaming turn keeps output_ids[:finished_len] (StreamingSession._trim_overshoot,
         # 0.5.11+): the prefill's token of a turn clipped to max_new_tokens 0 is dropped there, while
