@@ -73,8 +73,8 @@ SLOT_FIELDS = (
     "slot_swa_lock_top",
     "slot_is_active",  # #22213's flag
     "slot_closed",
-    # `Session.req_nodes` already holds the running turn's Req: a retraction saved it (v0.5.11+
-    # `finish_req`); the turn's next save detaches it (`finish_req_detach`)
+    # `Session.req_nodes` already holds the turn's Req: a save of it (a retraction's or a finish's)
+    # went through `finish_req` (v0.5.11+); the turn's next save detaches it (`finish_req_detach`)
     "slot_turn_saved",
     # the turn's Req has `session = None` (finish_req found it as its own previous node): it matches,
     # is cached and finishes through the radix tree with a row of its own; the slot keeps its record

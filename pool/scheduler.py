@@ -98,7 +98,7 @@ class SessionSlot:
     virtual: bool = False
     is_active: bool = False
     closed: bool = False
-    turn_saved: bool = False  # req_nodes holds the running turn's Req (a retraction saved it)
+    turn_saved: bool = False  # req_nodes holds the turn's Req (a save of it went through finish_req)
     detached: bool = False  # the running turn's Req has session None (finish_req met it twice)
 
     @property
