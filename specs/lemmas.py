@@ -266,6 +266,28 @@ def swa_locks(x: Ctx, s: State) -> Any:
     return x.and_(*c)
 
 
+def swa_window_locked(x: Ctx, s: State) -> Any:
+    """Hybrid SWA: every node of a request's locked path that reaches into the window of its next
+    token (ends after C + 1 - W) lies inside its SWA lock (at or below `swa_uuid_for_lock`'s
+    node), so no eviction can tombstone it. `inc_lock_ref` locks the nodes from the lock node up
+    to the one where W tokens are reached (P - W and earlier), and C >= P only moves the window
+    later; a lock re-taken at a stash walks from the new, deeper node."""
+    if not x.cfg.hybrid_swa or getattr(x.cfg, "swa_ring", False):
+        return True
+    W = x.p.sliding_window_size
+    c = []
+    for r in range(x.cfg.num_reqs):
+        ln, C = s.last_node[r], s.kv_committed_len[r]
+        held = x.and_(holds_kv(x, s, r), ln != VIRTUAL)
+        end: Any = 0
+        for a in x.shape.path[r]:
+            cov = _on_path(x, ln, a)
+            end = end + x.ite(cov, s.node_len[a], 0)
+            reads = x.and_(held, cov, s.node_len[a] > 0, end > C + 1 - W)
+            c.append(x.implies(reads, radix_cache._at_or_below(x, s.swa_lock_top[r], a)))
+    return x.and_(*c)
+
+
 def load_backs(x: Ctx, s: State) -> Any:
     """HiCache: a load-back's lock lives from the prefill pass that loaded it to the next
     iteration's `loading_check`, so between iterations only a request of the last pass holds one:
@@ -382,6 +404,7 @@ LEMMAS: dict[str, Lemma] = {
         Lemma("chunked_fits", "a chunked request's remaining prefill fits what its admission reserved", chunked_fits),
         Lemma("pools_nonnegative", "allocators never go below zero", pools_nonnegative),
         Lemma("swa_locks", "a lock's swa_uuid_for_lock node is the lock node or one of its ancestors", swa_locks),
+        Lemma("swa_window_locked", "hybrid SWA: a request's path nodes inside its next token's window are inside its SWA lock", swa_window_locked),
         Lemma("load_backs", "HiCache: only a request of the last prefill pass holds a load-back lock, at or above its own", load_backs),
         Lemma("request_rows", "NEW/WAITING rows are empty, a chunked request has released no SWA (none beyond P with unfinished_swa_release), a NEW request's chain is empty", request_rows),
         Lemma("private_chains", "a running request's private chain is the path to its lock node; chains are shorter than the fill", private_chains),
