@@ -15,6 +15,7 @@ from model.invariant_checker import holds_kv
 from model.state import CHUNKED, FINISHED, NEW, OOM_NONE, ROOT, RUNNING, VIRTUAL, WAITING, State
 from model.transition import Ctx
 from model import enqueue, radix_cache
+from specs.properties import locked_path
 
 
 @dataclass(frozen=True)
@@ -279,10 +280,7 @@ def swa_window_locked(x: Ctx, s: State) -> Any:
     for r in range(x.cfg.num_reqs):
         ln, C = s.last_node[r], s.kv_committed_len[r]
         held = x.and_(holds_kv(x, s, r), ln != VIRTUAL)
-        end: Any = 0
-        for a in x.shape.path[r]:
-            cov = _on_path(x, ln, a)
-            end = end + x.ite(cov, s.node_len[a], 0)
+        for a, cov, end in locked_path(x, s, r, ln)[2]:  # the nodes and window `residency` reads
             reads = x.and_(held, cov, s.node_len[a] > 0, end > C + 1 - W)
             c.append(x.implies(reads, radix_cache._at_or_below(x, s.swa_lock_top[r], a)))
     return x.and_(*c)

@@ -215,7 +215,7 @@ def _busy_nontrivial(x: Ctx, s: State) -> Any:
 
 
 # -- residency, locks, idle ------------------------------------------------------------------------
-def _locked_path(x: Ctx, s: State, r: int, node: Any) -> tuple[Any, Any, list[tuple[int, Any, Any]]]:
+def locked_path(x: Ctx, s: State, r: int, node: Any) -> tuple[Any, Any, list[tuple[int, Any, Any]]]:
     """The part of r's path a lock at `node` covers: (its length, all of it on the device,
     [(atom, covered, end position of the atom)] root first)."""
     pos: Any = 0
@@ -240,12 +240,12 @@ def _residency_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
     for r in range(cfg.num_reqs):
         h = holds_kv(x, s, r)
         P, C, E, ln = s.cache_protected_len[r], s.kv_committed_len[r], s.swa_evicted_seqlen[r], s.last_node[r]
-        plen, dev, ends = _locked_path(x, s, r, ln)
+        plen, dev, ends = locked_path(x, s, r, ln)
         tree = ln != VIRTUAL
         out.append(x.implies(x.and_(h, tree), x.and_(plen == P, dev)))
         i = cfg.slot_of(r)
         if i is not None:
-            slen, sdev, _ = _locked_path(x, s, r, s.slot_last_node[i])
+            slen, sdev, _ = locked_path(x, s, r, s.slot_last_node[i])
             out.append(x.implies(x.and_(h, x.not_(tree)), x.and_(s.slot_holding[i], slen == P, sdev)))
         if cfg.hybrid_swa and not getattr(cfg, "swa_ring", False):
             W = x.p.sliding_window_size
