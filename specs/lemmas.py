@@ -15,7 +15,7 @@ from model.invariant_checker import holds_kv
 from model.state import CHUNKED, FINISHED, NEW, OOM_NONE, ROOT, RUNNING, VIRTUAL, WAITING, State
 from model.transition import Ctx
 from model import enqueue, radix_cache
-from specs.properties import locked_path
+from specs.properties import locked_path, window_reads
 
 
 @dataclass(frozen=True)
@@ -275,13 +275,11 @@ def swa_window_locked(x: Ctx, s: State) -> Any:
     later; a lock re-taken at a stash walks from the new, deeper node."""
     if not x.cfg.hybrid_swa or getattr(x.cfg, "swa_ring", False):
         return True
-    W = x.p.sliding_window_size
     c = []
     for r in range(x.cfg.num_reqs):
-        ln, C = s.last_node[r], s.kv_committed_len[r]
-        held = x.and_(holds_kv(x, s, r), ln != VIRTUAL)
-        for a, cov, end in locked_path(x, s, r, ln)[2]:  # the nodes and window `residency` reads
-            reads = x.and_(held, cov, s.node_len[a] > 0, end > C + 1 - W)
+        ln = s.last_node[r]
+        ends = locked_path(x, s, r, ln)[2]
+        for a, reads in window_reads(x, s, r, ends, holds_kv(x, s, r), ln != VIRTUAL):  # what `residency` reads
             c.append(x.implies(reads, radix_cache._at_or_below(x, s.swa_lock_top[r], a)))
     return x.and_(*c)
 

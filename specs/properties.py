@@ -230,6 +230,14 @@ def locked_path(x: Ctx, s: State, r: int, node: Any) -> tuple[Any, Any, list[tup
     return pos, x.and_(*on_dev), ends
 
 
+def window_reads(x: Ctx, s: State, r: int, ends: list[tuple[int, Any, Any]], *held: Any) -> list[tuple[int, Any]]:
+    """Hybrid SWA: the nodes of r's locked path (`ends` of `locked_path`) that its next token's
+    window [C + 1 - W, C] reads, each with the condition that it does (`held` and-ed in front):
+    the one definition `residency` and the lemma `swa_window_locked` both use."""
+    W, C = x.p.sliding_window_size, s.kv_committed_len[r]
+    return [(a, x.and_(*held, cov, s.node_len[a] > 0, end > C + 1 - W)) for a, cov, end in ends]
+
+
 def _residency_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
     """Per request holding KV: its matched prefix [0, P) is exactly the device nodes of its path
     that its own lock covers (a session turn's: the slot's lock); with hybrid SWA, those nodes
@@ -248,11 +256,9 @@ def _residency_conjuncts(x: Ctx, s: State, mid: bool = False) -> list[Any]:
             slen, sdev, _ = locked_path(x, s, r, s.slot_last_node[i])
             out.append(x.implies(x.and_(h, x.not_(tree)), x.and_(s.slot_holding[i], slen == P, sdev)))
         if cfg.hybrid_swa and not getattr(cfg, "swa_ring", False):
-            W = x.p.sliding_window_size
-            for a, cov, end in ends:
-                reads = x.and_(h, tree, cov, s.node_len[a] > 0, end > C + 1 - W)
+            for a, reads in window_reads(x, s, r, ends, h, tree):
                 out.append(x.implies(reads, x.not_(s.node_swa_tombstone[a])))
-            out.append(x.implies(h, E <= x.max(P, C + 1 - W)))
+            out.append(x.implies(h, E <= x.max(P, C + 1 - x.p.sliding_window_size)))
     return out
 
 
