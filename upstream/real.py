@@ -586,6 +586,50 @@ def has_invariant_checker() -> bool:
         return False
 
 
+def has_busy_check_mixin() -> bool:
+    """Up to 0.5.12.post1 the busy check is a method of `SchedulerRuntimeCheckerMixin`
+    (managers/scheduler_runtime_checker_mixin.py); #25624 (0.5.13) moved it to the checker class."""
+    mod = _optional("sglang.srt.managers.scheduler_runtime_checker_mixin")
+    cls = getattr(mod, "SchedulerRuntimeCheckerMixin", None) if mod is not None else None
+    return cls is not None and hasattr(cls, "self_check_during_busy")
+
+
+def _busy_check_mixin(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size_swa: int | None,
+                      last_batch: Any, running_batch: Any) -> dict[str, Any]:
+    """`busy_check` up to 0.5.12.post1: SGLang's `SchedulerRuntimeCheckerMixin` methods, unchanged, on
+    an instance that carries only the scheduler fields they read (no Scheduler is built: its
+    constructor loads a model). 0.5.10.post1 has no `_get_total_uncached_sizes` and no SWA equation:
+    its uncached term is `_get_batch_uncached_size` of the last batch, plus the running batch's
+    after an extend, as its `self_check_during_busy` adds them."""
+    from sglang.srt.disaggregation.utils import DisaggregationMode
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.server_args import get_global_server_args
+
+    mixin = importlib.import_module("sglang.srt.managers.scheduler_runtime_checker_mixin").SchedulerRuntimeCheckerMixin
+    probe = type("BusyCheckProbe", (mixin,), {})()
+    swa = size_swa is not None
+    last_batch.forward_mode = ForwardMode.EXTEND  # the lifecycle's operations are prefill chunks
+    for k, v in dict(tree_cache=tree, token_to_kv_pool_allocator=alloc, req_to_token_pool=pool, is_hybrid_swa=swa,
+                     is_hybrid_ssm=False, enable_hisparse=False, hisparse_coordinator=None,
+                     full_tokens_per_layer=size if swa else None, swa_tokens_per_layer=size_swa if swa else None,
+                     max_total_num_tokens=size, page_size=page_size, last_batch=last_batch,
+                     running_batch=running_batch, server_args=get_global_server_args(),
+                     disaggregation_mode=DisaggregationMode.NULL).items():
+        setattr(probe, k, v)
+    if hasattr(probe, "_get_total_uncached_sizes"):
+        full_u, swa_u = probe._get_total_uncached_sizes()
+    else:
+        full_u, swa_u = probe._get_batch_uncached_size(last_batch), 0
+        if not running_batch.is_empty():
+            full_u += probe._get_batch_uncached_size(running_batch)
+    try:
+        probe.self_check_during_busy()
+        fired = None
+    except AssertionError as e:
+        fired = str(e).split("!")[0] + "!"
+    return {"uncached": int(full_u), "swa_uncached": int(swa_u) if swa else 0, "fired": fired}
+
+
 def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size_swa: int | None,
                last: list[Any], running: list[Any], chunked: Any) -> dict[str, Any]:
     """SGLang's own `SchedulerInvariantChecker.self_check_during_busy` over these objects, with
@@ -597,6 +641,11 @@ def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size
     import dataclasses
     import types
 
+    sb = setup()["sb"].ScheduleBatch
+    last_batch = sb(reqs=list(last))
+    running_batch = sb(reqs=list(running))
+    if not has_invariant_checker():
+        return _busy_check_mixin(tree, alloc, pool, page_size, size, size_swa, last_batch, running_batch)
     ic = importlib.import_module("sglang.srt.managers.scheduler_components.invariant_checker")
     ps_mod = importlib.import_module("sglang.srt.managers.scheduler_components.pool_stats_observer")
     from sglang.srt.disaggregation.utils import DisaggregationMode
@@ -607,9 +656,6 @@ def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size
     except RuntimeError:  # 0.5.20+ retired it (and the checker has no such field)
         server_args = None
 
-    sb = setup()["sb"].ScheduleBatch
-    last_batch = sb(reqs=list(last))
-    running_batch = sb(reqs=list(running))
     swa = size_swa is not None
     values = dict(
         tree_cache=tree, token_to_kv_pool_allocator=alloc, req_to_token_pool=pool,

@@ -552,9 +552,8 @@ def _spec_life() -> Any:
 
 def _busy_row(swa: bool) -> Callable[[Design, str], str | None]:
     def why(design: Design, version: str) -> str | None:
-        if not real.has_invariant_checker():
-            return ("the busy check is a Scheduler mixin before 0.5.13 (#25624: scheduler_components/invariant_checker.py); "
-                    "it needs a Scheduler, which cannot be built on CPU")
+        if not real.has_invariant_checker() and not real.has_busy_check_mixin():
+            return "this release has neither SchedulerInvariantChecker (0.5.13+) nor the mixin's self_check_during_busy"
         if swa and design.variant("swa_busy_check") is None:
             return "the design's busy check raises on hybrid SWA (swa_busy_check off)"
         return None

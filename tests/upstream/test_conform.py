@@ -61,7 +61,8 @@ def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -
         expected = {"UnifiedRadixCache", "UnifiedRadixCache/swa", "add_one_req/swa_ring", "add_chunked_req/swa_ring",
                     "SWATokenToKVPoolAllocator/ring", "alloc_for_spec_decode", "spec_v2_alloc_len"}
         if version == "0.5.10.post1":
-            expected |= {"_swa_budget_for_req", "busy_check", "busy_check/swa", "add_one_req/hicache"}
+            # (busy_check/swa: the preset's busy check raises on hybrid SWA, swa_busy_check off)
+            expected |= {"_swa_budget_for_req", "busy_check/swa", "add_one_req/hicache"}
         assert row in expected, r
         return
     assert r["scenarios"] == EXAMPLES
@@ -83,6 +84,19 @@ def test_planted_off_by_one_is_caught_and_shrunk(sglang_root: Path) -> None:
     assert ["budget_state()", "OTHER", "CONTINUE"] in m["diffs"], m
     text = conform.side_by_side(res, row)
     assert "budget_state(): SGLang 0.5.13: OTHER / kvmc v0.5.13+override: CONTINUE" in text
+
+
+def test_busy_check_row_before_0_5_13_runs_the_mixin_and_can_disagree(sglang_root: Path) -> None:
+    """Up to 0.5.12.post1 the busy check is SchedulerRuntimeCheckerMixin's method (no checker class):
+    the row runs SGLang's own method there, and a model that counts the parked chunked request
+    (#37502, 0.5.20) is told apart from 0.5.10.post1, whose check does not."""
+    (res,) = conform.run(["0.5.10.post1"], ["busy_check"], examples=100, seed=0, root=sglang_root,
+                         with_=["busy_check_chunked_req"])
+    (row,) = res["rows"]
+    assert "not_applicable" not in row, row
+    assert row["disagreed"] > 0, row
+    text = conform.side_by_side(res, row)
+    assert "busy check (uncached, fired).uncached: SGLang 0.5.10.post1:" in text, text
 
 
 def test_a_scenario_that_raises_is_an_error_not_a_disagreement(sglang_root: Path) -> None:
