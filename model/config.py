@@ -85,6 +85,9 @@ class Config:
     # `--truncation-align-size` (server_args; None = off): a chunk admitted by add_one_req is
     # truncated to a multiple of it (deterministic inference), see model/prefill_adder.py
     truncation_align_size: int | None = None
+    # `--enable-mixed-chunk` (with chunked prefill; SGLang refuses it with speculative decoding): the
+    # running batch decodes inside the prefill batch, and the adder reserves a token per running request
+    mixed_chunk: bool = False
     explicit_bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -107,6 +110,9 @@ class Config:
                 problems.append(f"swa_ring needs hybrid_swa, no hicache, page_size >= 2 (the ring allocator is paged) and "
                                 f"one sliding_window_size >= 1 (the ring cost is a constant), got hybrid_swa={self.hybrid_swa} "
                                 f"hicache={self.hicache} page_size={self.page_size} sliding_window_size={W}")
+        if self.mixed_chunk and (not self.chunked_prefill or self.spec is not None):
+            problems.append(f"mixed_chunk needs chunked_prefill and no speculative decoding (SGLang's is_mixed_chunk), "
+                            f"got chunked_prefill={self.chunked_prefill} spec={self.spec}")
         for r in self.streaming_sessions:
             if not 0 <= r < self.num_reqs:
                 problems.append(f"streaming session slot {r} is not a request slot (0..{self.num_reqs - 1})")

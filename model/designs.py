@@ -474,6 +474,18 @@ FIXES: dict[str, Fix] = {
             off="a request a decode finished stays in the running batch (counting in running_bs, keeping "
             "batch_is_full set) until the next update_running_batch, which runs only when no prefill batch is built",
         ),
+        Fix(
+            "mixed_decode_mem_check",
+            0,
+            "",
+            "v0.5.22",
+            "with mixed chunked prefill (--enable-mixed-chunk) the running batch's decode joins the prefill batch "
+            "only if running_batch.check_decode_mem() passes; otherwise it sits out this step (\"The prefill "
+            "admitted above may leave no KV room for the decode rows\"; PR not identified; first seen in v0.5.22's "
+            "scheduler.py::get_new_batch_prefill)",
+            off="the mixed step runs prepare_for_decode for the running batch unchecked: an extend admitted into "
+            "the room the decode needed makes alloc_for_decode fail ('Decode out of memory': the scheduler dies)",
+        ),
     ]
 }
 
@@ -590,7 +602,7 @@ _V0520 = {
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
 _V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on", "prompt_boundary_split": "checkpoint",
-          "batch_is_full_needs_running": "on"}
+          "batch_is_full_needs_running": "on", "mixed_decode_mem_check": "on"}
 # unfinished_swa_release=path from v0.5.23 (as its Fix says): 0.5.22's checkpoint_into_tree still
 # re-matches the key and locks the match (0.5.22:mem_cache/unified_radix_cache.py:1197-1227); kvmc
 # conform's UnifiedRadixCache/swa row on 0.5.22 disagreed with `path` (a stash whose SWA match stops

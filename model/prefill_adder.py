@@ -95,16 +95,19 @@ def max_new_remaining(x: Ctx, s: State, r: int) -> Any:
 
 
 @transition("managers/schedule_policy.py::PrefillAdder.__init__", modifies=())
-def new_adder(x: Ctx, s: State) -> Adder:
-    """`PrefillAdder.__init__`: offsets from the running batch (no mixed chunk: m = 0)."""
-    num, _den = ratio(x)
+def new_adder(x: Ctx, s: State, mixed: Any = 0) -> Adder:
+    """`PrefillAdder.__init__`: offsets from the running batch, and `num_mixed_decode_tokens` m (the
+    running batch size under mixed chunk, else 0) taken from the input and chunk budgets and set as
+    both token offsets (0.5.18:managers/schedule_policy.py:530-540; 0.5.21+ `PrefillBudget`'s
+    `total_offset` / `current_offset`). The SWA offset starts at 0 in every release."""
+    num, den = ratio(x)
     R = x.cfg.num_reqs
     offset = x.sum(x.ite(s.status[r] == RUNNING, num * max_new_remaining(x, s, r), 0) for r in range(R))
     return Adder(
-        rem_total_token_offset=offset,
-        cur_rem_token_offset=0,
-        rem_input_tokens=x.p.max_prefill_tokens,
-        rem_chunk_tokens=x.p.chunked_prefill_size if x.cfg.chunked_prefill else None,
+        rem_total_token_offset=offset + den * mixed,  # kept scaled by the ratio's denominator
+        cur_rem_token_offset=mixed,
+        rem_input_tokens=x.p.max_prefill_tokens - mixed,
+        rem_chunk_tokens=x.p.chunked_prefill_size - mixed if x.cfg.chunked_prefill else None,
         rem_swa_token_offset=0,
         stopped=False,
         can_run=(False,) * R,

@@ -298,7 +298,7 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
     if x.on("batch_is_full_needs_running"):
         full = x.and_(full, running)
     waiting = x.or_(*[s.status[r] == WAITING for r in range(R)])
-    ad = prefill_adder.new_adder(x, s)
+    ad = prefill_adder.new_adder(x, s, running_bs(x, s) if cfg.mixed_chunk else 0)
     # the pass returns before the adder: nobody to admit, or batch_is_full without a chunked request
     skip = x.and_(x.or_(full, x.not_(waiting)), x.not_(chunked))
     precheck = x.not_(chunked) if x.on("allocatable_precheck_unchunked") else chunked
@@ -343,11 +343,14 @@ def get_new_batch_prefill(x: Ctx, s: State) -> tuple[State, Adder]:
         "slot_swa_lock_top", "slot_is_active", "slot_closed", "slot_turn_saved", "slot_detached", "load_back_node",
         "load_back_swa_top", *DRIFT_FIELDS, "oom"),
 )
-def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
+def process_batch_result_prefill(x: Ctx, s: State, ad: Adder, decoding: tuple = ()) -> State:
     """A request whose prefill completed gets its first output token; it finishes
     (`release_kv_cache`) or is cached (`cache_unfinished_req`) and joins the running batch. A
-    truncated chunk stays the chunked request."""
+    truncated chunk stays the chunked request. Under mixed chunk the batch's `decoding_reqs` come
+    after its extend requests: each got its token in `mix_with_running`; a finished one releases
+    its KV, the others are not stashed."""
     R = x.cfg.num_reqs
+    decoding = decoding or (False,) * R
     crash = radix_cache.rematches(x, False)  # a request's insert may kill the scheduler (OOM_ASSERT)
     for r in range(R):
 
@@ -357,7 +360,7 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
             done = x.and_(ran, x.not_(ad.new_chunked[r]))
             out = s.output_len[r] + x.ite(done, 1, 0)
             finished = x.and_(done, out >= enqueue.max_new_tokens(x, s, r))
-            s = s.req(r, output_len=out, in_last_batch=ran, status=x.ite(chunk, CHUNKED, s.status[r]))
+            s = s.req(r, output_len=out, in_last_batch=x.or_(ran, decoding[r]), status=x.ite(chunk, CHUNKED, s.status[r]))
 
             def finish() -> State:
                 return _finish(x, s, r)
@@ -379,6 +382,14 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder) -> State:
         # after SGLang's assertion killed the scheduler no later request's result is processed
         s = x.branch(s.oom == OOM_NONE, result, lambda: s) if crash else result()
         s = x.checkpoint(f"prefill result[{r}]", s)
+    for r in range(R):
+        if not x.cfg.mixed_chunk:
+            break
+        fin = x.and_(decoding[r], s.output_len[r] >= enqueue.max_new_tokens(x, s, r))
+        if crash:
+            fin = x.and_(fin, s.oom == OOM_NONE)
+        s = x.branch(fin, lambda r=r: _finish(x, s, r), lambda: s)
+        s = x.checkpoint(f"mixed decode result[{r}]", s)
     if crash:
         return s.set(last_batch=x.ite(s.oom == OOM_NONE, EXTEND_BATCH, s.last_batch))  # (never set where it died)
     return s.set(last_batch=EXTEND_BATCH)
@@ -404,9 +415,45 @@ def _filter_batch(x: Ctx, s: State) -> tuple[State, Any]:
     return s.set(unfiltered=(False,) * R), x.or_(*s.unfiltered)
 
 
+@transition(
+    "managers/scheduler.py::Scheduler.get_new_batch_prefill (mixed chunk) + ScheduleBatch.mix_with_running",
+    modifies=("output_len", "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "node_len", "node_device",
+              "node_host", "node_swa_tombstone", "full_available", "swa_available", "unfiltered", "oom", *DRIFT_FIELDS),
+)
+def mix_with_running(x: Ctx, s: State) -> tuple[State, tuple]:
+    """Mixed chunked prefill (`--enable-mixed-chunk`; 0.5.18:managers/scheduler.py:3431-3447): once the
+    extend batch is allocated, the running batch is filtered and, if any request is left, decodes in
+    the same batch (`prepare_for_decode`: `alloc_for_decode` and one more token each), then the
+    scheduler's running batch is an empty one. From v0.5.22 (`mixed_decode_mem_check`) only if
+    `check_decode_mem()` passes (its eviction stands either way); otherwise the running batch sits
+    out this step, still the running batch. Before, nothing checks: the decode may fail ('Decode
+    out of memory'). Returns the state and the batch's `decoding_reqs`."""
+    R = x.cfg.num_reqs
+    s, _shrank = _filter_batch(x, s)
+    batch = tuple(s.status[r] == RUNNING for r in range(R))
+    go = x.or_(*batch)
+    if x.on("mixed_decode_mem_check"):
+        s, fits = x.branch(go, lambda: schedule_batch.check_decode_mem(x, s, batch, "mixed_check"), lambda: (s, False))
+        go = x.and_(go, fits)
+
+    def decode() -> State:
+        s1 = schedule_batch.alloc_for_decode(x, s, batch)
+        # a failed allocation raised inside prepare_for_decode: no forward, no token
+        ok = s1.oom == OOM_NONE
+        return s1.set(output_len=tuple(s1.output_len[r] + x.ite(x.and_(ok, batch[r]), 1, 0) for r in range(R)))
+
+    s = x.branch(go, decode, lambda: s)
+    return s, tuple(x.and_(go, batch[r]) for r in range(R))
+
+
 def run_prefill_batch(x: Ctx, s: State, ad: Adder) -> State:
     s = x.checkpoint("allocated for extend", schedule_batch.alloc_for_extend(x, s, ad.can_run, ad.prefix, ad.extend, ad.fresh_slot))
-    return x.branch(s.oom == OOM_NONE, lambda: process_batch_result_prefill(x, s, ad), lambda: s)
+    decoding: tuple = ()
+    if x.cfg.mixed_chunk:
+        with x.scope("mixed"):
+            s, decoding = x.branch(s.oom == OOM_NONE, lambda: mix_with_running(x, s), lambda: (s, (False,) * x.cfg.num_reqs))
+        s = x.checkpoint("mixed decode allocated", s)
+    return x.branch(s.oom == OOM_NONE, lambda: process_batch_result_prefill(x, s, ad, decoding), lambda: s)
 
 
 @transition(

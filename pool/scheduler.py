@@ -132,10 +132,12 @@ class PrefillAdder:
         num, den = cfg.new_token_ratio
         self.ratio = Fraction(num, den)
         # sum(ratio * remaining) == ratio * sum(remaining), exactly (one Fraction product)
-        self.rem_total_token_offset: Fraction = self.ratio * sum(sch.max_new_remaining(r) for r in sch.running)
-        self.cur_rem_token_offset = 0
-        self.rem_input_tokens = sch.p.max_prefill_tokens
-        self.rem_chunk_tokens: int | None = sch.p.chunked_prefill_size if cfg.chunked_prefill else None
+        # num_mixed_decode_tokens (model/prefill_adder.py::new_adder): the running batch under mixed chunk
+        m = sch._running_bs() if cfg.mixed_chunk else 0
+        self.rem_total_token_offset: Fraction = self.ratio * sum(sch.max_new_remaining(r) for r in sch.running) + m
+        self.cur_rem_token_offset = m
+        self.rem_input_tokens = sch.p.max_prefill_tokens - m
+        self.rem_chunk_tokens: int | None = sch.p.chunked_prefill_size - m if cfg.chunked_prefill else None
         self.rem_swa_token_offset = 0
         self.can_run: dict[int, Admission] = {}
         self.stopped = False
@@ -662,7 +664,24 @@ class Scheduler:
     def run_prefill_batch(self, ad: PrefillAdder, ch: Chooser) -> None:
         if not self.alloc_for_extend(ad, ch):
             return
-        self.process_batch_result_prefill(ad, ch)
+        decoding: list[Req] = []
+        if self.cfg.mixed_chunk:
+            with ch.scope("mixed"):
+                decoding = self.mix_with_running(ch)
+            if self.oom != OOM_NONE:
+                return
+        self.process_batch_result_prefill(ad, ch, decoding)
+
+    def mix_with_running(self, ch: Chooser) -> list[Req]:
+        """Mixed chunk (model/system.py::mix_with_running): the filtered running batch decodes in
+        the prefill batch, after `check_decode_mem` from v0.5.22; returns the decoding requests."""
+        self._filter_batch()
+        batch = sorted(self.running, key=lambda q: q.rid)
+        if not batch:
+            return []
+        if self.design.on("mixed_decode_mem_check") and not self.check_decode_mem(batch, ch, "mixed_check"):
+            return []  # the running batch sits out this step
+        return batch if self.alloc_for_decode(batch, ch) else []
 
     def alloc_for_extend(self, ad: PrefillAdder, ch: Chooser) -> bool:
         ps = self.ps
@@ -715,10 +734,11 @@ class Scheduler:
             req.kv_allocated_len = req.kv_committed_len = a.prefix + a.extend
         return True
 
-    def process_batch_result_prefill(self, ad: PrefillAdder, ch: Chooser) -> None:
+    def process_batch_result_prefill(self, ad: PrefillAdder, ch: Chooser, decoding: list[Req] | None = None) -> None:
+        decoding = decoding or []
         for req in self.reqs:
             a = ad.can_run.get(req.rid)
-            req.in_last_batch = a is not None
+            req.in_last_batch = a is not None or req in decoding
             if a is None:
                 continue
             if req in self.waiting:
@@ -743,6 +763,13 @@ class Scheduler:
                     if (i is not None and self.design.variant("session_record") == "owned_at_alloc"
                             and not self.slots[i].detached):
                         self.take(req, self.slots[i])
+        for req in decoding:  # the batch's decoding_reqs come after its extend requests
+            if req.output_len >= self.max_new_tokens(req):
+                try:
+                    self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
+                finally:
+                    self.running.remove(req)
+                    req.finished = True
         self.last_batch = EXTEND_BATCH
 
     # -- radix cache paths -------------------------------------------------------------------------

@@ -283,6 +283,31 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 1), "max_new_tokens": (3, 5),
                              "max_prefill_tokens": (16, 16)},
         ),
+        Config(
+            name="mixed",
+            doc="mixed chunked prefill (--enable-mixed-chunk): the running batch decodes inside the prefill batch; "
+                "plain radix cache, page_size 2, chunked prefill, three requests (two decoding beside a chunk), "
+                "new_token_ratio 1/8",
+            num_reqs=3,
+            page_size=2,
+            chunked_prefill=True,
+            mixed_chunk=True,
+            new_token_ratio=(1, 8),
+            # no warm prefix: a request that re-inserts an evicted warm prefix would put it in its own
+            # chain (kvmc's tree abstraction, docs/model.md), which the event_loop/mixed row reports
+            private_atoms=4,
+            bounds={
+                "full_tokens": (4, 16),
+                "input_len": (1, 8),
+                "max_new_tokens": (1, 6),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (3, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            # around the decode OOM of v0.5.10.post1 (docs/findings.md finding 8: two decoding, one chunked)
+            explicit_bounds={"full_tokens": (12, 12), "input_len": (1, 7), "max_new_tokens": (1, 5),
+                             "chunked_prefill_size": (5, 5), "max_prefill_tokens": (26, 26)},
+        ),
     ]
 }
 

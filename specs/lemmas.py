@@ -151,10 +151,11 @@ def chunked_fits(x: Ctx, s: State) -> Any:
     reserved: add_one_req admitted it only if e + mnt + page_size < rem_total_tokens, each later
     chunk allocates exactly what it advances ceil(C), and nothing else runs between chunks (a
     truncated chunk ends the pass; prefill has priority over decode). So add_chunked_req never
-    reaches its "must be added" fallback."""
+    reaches its "must be added" fallback. Not under mixed chunk: there the running batch decodes
+    beside every chunk, out of memory the chunk's admission counted (the BMC dropped it at depth 2)."""
     from model import prefill_adder as pa
 
-    if x.cfg.hybrid_swa or not x.cfg.chunked_prefill:
+    if x.cfg.hybrid_swa or not x.cfg.chunked_prefill or x.cfg.mixed_chunk:
         return True
     num, den = x.cfg.new_token_ratio
     R = x.cfg.num_reqs

@@ -111,7 +111,7 @@ ABSTRACTIONS.append(Abstraction(
 
 # the scheduler-loop rows (upstream/sched/loop_rows.py)
 LOOP_ROWS = ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged",
-             "event_loop/swa", "event_loop/swa_page4")
+             "event_loop/swa", "event_loop/swa_page4", "event_loop/mixed")
 
 
 ABSTRACTIONS.append(Abstraction(

@@ -41,7 +41,7 @@ ROW_NAMES = (
     "UnifiedRadixCache", "UnifiedRadixCache/swa", "alloc_for_extend", "alloc_for_extend/swa",
     "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode", "spec_v2_alloc_len",
     "event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
-    "event_loop/swa_page4",
+    "event_loop/swa_page4", "event_loop/mixed",
 )
 
 

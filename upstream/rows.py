@@ -658,6 +658,6 @@ ROWS: dict[str, Row] = {
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "
             "(the hybrid-SWA default from 0.5.16)", lambda: _life(True, "unified"), _run_life, _tree_row("unified", True)),
         *[_loop_row(n) for n in ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions",
-                                 "event_loop/paged", "event_loop/swa", "event_loop/swa_page4")],
+                                 "event_loop/paged", "event_loop/swa", "event_loop/swa_page4", "event_loop/mixed")],
     ]
 }

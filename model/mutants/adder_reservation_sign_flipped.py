@@ -10,6 +10,8 @@ requests' remaining tokens, a prefill that does not fit is admitted, and `alloc_
 
 from __future__ import annotations
 
+from typing import Any
+
 from model import prefill_adder
 from model.prefill_adder import Adder
 from model.state import State
@@ -18,6 +20,6 @@ from model.transition import Ctx
 REPLACES = "new_adder"
 
 
-def replacement(x: Ctx, s: State) -> Adder:
-    ad = prefill_adder.new_adder.original(x, s)
+def replacement(x: Ctx, s: State, mixed: Any = 0) -> Adder:
+    ad = prefill_adder.new_adder.original(x, s, mixed)
     return ad.set(rem_total_token_offset=-ad.rem_total_token_offset)  # planted: the sign

@@ -17,8 +17,8 @@ from model.transition import Ctx
 REPLACES = "process_batch_result_prefill"
 
 
-def replacement(x: Ctx, s: State, ad: Adder) -> State:
-    s = system.process_batch_result_prefill.original(x, s, ad)
+def replacement(x: Ctx, s: State, ad: Adder, decoding: tuple = ()) -> State:
+    s = system.process_batch_result_prefill.original(x, s, ad, decoding)
     for r in range(x.cfg.num_reqs):
         if x.cfg.slot_of(r) is not None:  # a streaming turn's row went to its session slot
             continue

@@ -42,6 +42,9 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "spec_v2": (dict(full_tokens=(24, 24), input_len=(1, 2), max_new_tokens=(2, 2), max_prefill_tokens=(32, 32)), 2),
     "swa_ring": (dict(full_tokens=(16, 16), input_len=(3, 3), max_new_tokens=(1, 2), chunked_prefill_size=(2, 2),
                       req_pool_size=(1, 2), max_prefill_tokens=(16, 16)), 2),
+    # a request admitted at depth 2 runs beside the first one's mixed decode
+    "mixed": (dict(full_tokens=(12, 12), input_len=(3, 3), max_new_tokens=(2, 2), chunked_prefill_size=(5, 5),
+                   max_prefill_tokens=(26, 26)), 2),
 }
 
 CASES = [(c, group) for c in CONFIGS for group in equivalent_designs(CONFIGS[c])]

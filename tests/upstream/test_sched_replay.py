@@ -26,6 +26,8 @@ from upstream.sched import replay as sr
 from upstream.sched.table import corpus_files, items_for
 
 REPO = Path(__file__).resolve().parents[2]
+# finding 8: the unchecked decode of --enable-mixed-chunk (tests/unit/test_mixed_chunk.py)
+MIXED_OOM = REPO / "tests/unit/data/mixed_decode_oom_v0.5.10.post1.itf.json"
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +77,7 @@ def _tight_walks(tmp: Path, n: int = 3) -> list[str]:
 def runs(sched_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     corpus = corpus_files()
     walks = _tight_walks(tmp_path_factory.mktemp("walks"))
-    old = sr.replay_items("0.5.10.post1", items_for("0.5.10.post1", corpus), sched_root)
+    old = sr.replay_items("0.5.10.post1", items_for("0.5.10.post1", corpus) + [(str(MIXED_OOM), ())], sched_root)
     new_items = items_for("0.5.13", corpus) + [(w, (), "reproduce") for w in walks] + [(w, (), "events") for w in walks]
     new = sr.replay_items("0.5.13", new_items, sched_root)
     return {"old": old, "new": new, "walks": walks}
@@ -132,6 +134,14 @@ def test_ledger_on_real_objects_catches_the_22862_leak_sglangs_check_misses(runs
     assert "ledger on SGLang's objects: NOT exact" in step3 and "leaked pages" in step3
     # the model (whose check has #22753) expects the check to fire: the first divergence says so
     assert (o["status"], o["step"], o["field"]) == (sr.DIVERGED, 3, "busy_check.fired")
+
+
+def test_mixed_chunk_decode_runs_out_of_memory_on_sglang_too(runs: dict[str, Any]) -> None:
+    """Finding 8 on SGLang 0.5.10.post1 started with --enable-mixed-chunk: every state matches the
+    model's, and at the last step the mixed batch's prepare_for_decode raises as the model's does."""
+    (o,) = [o for o in runs["old"]["outcomes"] if o["file"] == str(MIXED_OOM)]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "Decode out of memory" in o["table"][-1] and "violated: no_decode_oom" in o["table"][-1], o["table"][-1]
 
 
 def test_first_divergence_is_named_side_by_side(runs: dict[str, Any]) -> None:

@@ -1,0 +1,86 @@
+"""Mixed chunked prefill (`--enable-mixed-chunk`, config `mixed`): the running batch decodes inside the
+prefill batch (model/system.py::mix_with_running), and the flag `mixed_decode_mem_check` (v0.5.22)
+lets it do so only when `check_decode_mem` passes.
+
+The trace under data/ is finding 8 (docs/findings.md): on v0.5.10.post1 a chunk admitted beside two
+decoding requests takes the page their decode needs, and the mixed step's unchecked
+`prepare_for_decode` fails ("Decode out of memory"). SGLang 0.5.10.post1 raises the same error at the
+same step (tests/upstream/test_sched_replay.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from checker.replay.pool import replay_trace
+from checker.traces import itf
+from checker.traces.trace import run_concrete
+from model import prefill_adder
+from model.config import Config
+from model.ops import Concrete
+from model.state import OOM_DECODE, OOM_NONE, RUNNING
+from model.system import System, running_bs
+from specs.configs import CONFIGS
+
+TRACE = Path(__file__).parent / "data" / "mixed_decode_oom_v0.5.10.post1.itf.json"
+
+
+def _trace():  # noqa: ANN202
+    return itf.read(TRACE)  # re-runs every step through the concrete model and compares the states
+
+
+def _rerun(design):  # noqa: ANN001, ANN202
+    t = _trace()
+    states, _ = run_concrete(System(t.cfg, design), t.params, [(st.action, st.picks) for st in t.steps])
+    return states
+
+
+def test_the_unchecked_mixed_decode_runs_out_of_memory_on_0_5_10_post1() -> None:
+    t = _trace()
+    assert t.design.name == "v0.5.10.post1" and t.cfg.mixed_chunk
+    before, after = t.states[-2], t.states[-1]
+    assert after.oom == OOM_DECODE
+    R = range(t.cfg.num_reqs)
+    decoding = [r for r in R if before.status[r] == RUNNING]
+    # the step's chunk was allocated, then the decode of the running requests found no page
+    assert decoding and any(after.kv_allocated_len[r] > before.kv_allocated_len[r] for r in R if r not in decoding)
+    assert all(after.kv_allocated_len[r] == before.kv_allocated_len[r] for r in decoding)
+    o = replay_trace(t, "cpu", str(TRACE))  # kvmc's torch pool fails the same way at the same step
+    assert o.status == "reproduced", o
+
+
+def test_decode_mem_check_of_0_5_22_lets_the_running_batch_sit_out() -> None:
+    t = _trace()
+    states = _rerun(t.design.with_fix("mixed_decode_mem_check", "on"))
+    last, before = states[-1], states[-2]
+    assert last.oom == OOM_NONE
+    sat_out = [r for r in range(t.cfg.num_reqs) if before.status[r] == RUNNING and last.status[r] == RUNNING]
+    assert sat_out and not any(last.in_last_batch[r] for r in sat_out)
+    assert all(last.output_len[r] == before.output_len[r] for r in sat_out)  # no token this step
+
+
+def test_adder_takes_the_running_batch_from_every_budget() -> None:
+    """PrefillAdder(num_mixed_decode_tokens = running_bs): rem_input and rem_chunk lose it, both
+    token offsets start at it (0.5.18:managers/schedule_policy.py:530-540)."""
+    t = _trace()
+    s = t.states[-2]
+    plain = replace(t.cfg, mixed_chunk=False)
+    xm, xp = (System(c, t.design).ctx(Concrete(), t.params) for c in (t.cfg, plain))
+    m = running_bs(xm, s)
+    assert m >= 1
+    am, ap = prefill_adder.new_adder(xm, s, m), prefill_adder.new_adder(xp, s)
+    den = t.cfg.new_token_ratio[1]
+    assert am.rem_input_tokens == ap.rem_input_tokens - m
+    assert am.rem_chunk_tokens == ap.rem_chunk_tokens - m
+    assert (am.cur_rem_token_offset, am.rem_total_token_offset - ap.rem_total_token_offset) == (m, den * m)
+
+
+@pytest.mark.parametrize("kw,says", [
+    ({"chunked_prefill": False}, "mixed_chunk needs chunked_prefill"),
+])
+def test_mixed_chunk_without_chunked_prefill_is_refused(kw: dict, says: str) -> None:
+    base = CONFIGS["mixed"]
+    with pytest.raises(ValueError, match=says):
+        Config(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **kw})
