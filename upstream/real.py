@@ -622,12 +622,7 @@ def _busy_check_mixin(tree: Any, alloc: Any, pool: Any, page_size: int, size: in
         full_u, swa_u = probe._get_batch_uncached_size(last_batch), 0
         if not running_batch.is_empty():
             full_u += probe._get_batch_uncached_size(running_batch)
-    try:
-        probe.self_check_during_busy()
-        fired = None
-    except AssertionError as e:
-        fired = str(e).split("!")[0] + "!"
-    return {"uncached": int(full_u), "swa_uncached": int(swa_u) if swa else 0, "fired": fired}
+    return _busy_outcome(probe.self_check_during_busy, full_u, swa_u if swa else 0)
 
 
 def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size_swa: int | None,
@@ -681,12 +676,18 @@ def busy_check(tree: Any, alloc: Any, pool: Any, page_size: int, size: int, size
     obs = build(ps_mod.SchedulerPoolStatsObserver)
     checker = build(ic.SchedulerInvariantChecker, pool_stats_observer=obs)
     full_u, swa_u = checker._get_total_uncached_sizes()
+    return _busy_outcome(checker.self_check_during_busy, full_u, swa_u if swa else 0)
+
+
+def _busy_outcome(check: Any, full_uncached: int, swa_uncached: int) -> dict[str, Any]:
+    """Run SGLang's busy check: the uncached terms and what it asserted ("Full/SWA Pool Mem Leak
+    Detected!", "Mem Leak Detected!"), or None when it passed."""
     try:
-        checker.self_check_during_busy()
+        check()
         fired = None
     except AssertionError as e:
         fired = str(e).split("!")[0] + "!"
-    return {"uncached": int(full_u), "swa_uncached": int(swa_u) if swa else 0, "fired": fired}
+    return {"uncached": int(full_uncached), "swa_uncached": int(swa_uncached), "fired": fired}
 
 
 def path_lengths(tree: Any, tokens: list[int]) -> tuple[int, ...]:
