@@ -103,11 +103,11 @@ def new_adder(x: Ctx, s: State, mixed: Any = 0) -> Adder:
     num, den = ratio(x)
     R = x.cfg.num_reqs
     offset = x.sum(x.ite(s.status[r] == RUNNING, num * max_new_remaining(x, s, r), 0) for r in range(R))
-    return Adder(
-        rem_total_token_offset=offset + den * mixed,  # kept scaled by the ratio's denominator
-        cur_rem_token_offset=mixed,
-        rem_input_tokens=x.p.max_prefill_tokens - mixed,
-        rem_chunk_tokens=x.p.chunked_prefill_size - mixed if x.cfg.chunked_prefill else None,
+    ad = Adder(
+        rem_total_token_offset=offset,  # kept scaled by the ratio's denominator
+        cur_rem_token_offset=0,
+        rem_input_tokens=x.p.max_prefill_tokens,
+        rem_chunk_tokens=x.p.chunked_prefill_size if x.cfg.chunked_prefill else None,
         rem_swa_token_offset=0,
         stopped=False,
         can_run=(False,) * R,
@@ -117,6 +117,11 @@ def new_adder(x: Ctx, s: State, mixed: Any = 0) -> Adder:
         fresh_slot=(False,) * R,
         result=CONTINUE,
     )
+    if not x.cfg.mixed_chunk:  # (the same z3 terms as before mixed chunk was modelled)
+        return ad
+    return ad.set(rem_total_token_offset=offset + den * mixed, cur_rem_token_offset=mixed,
+                  rem_input_tokens=x.p.max_prefill_tokens - mixed,
+                  rem_chunk_tokens=x.p.chunked_prefill_size - mixed if x.cfg.chunked_prefill else None)
 
 
 # -- live budgets ---------------------------------------------------------------------------------
