@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .sched.loop_rows import LOOP_ROWS as _LOOP_ROW_CONFIGS
+
 
 @dataclass(frozen=True)
 class Abstraction:
@@ -110,8 +112,7 @@ ABSTRACTIONS.append(Abstraction(
 
 
 # the scheduler-loop rows (upstream/sched/loop_rows.py)
-LOOP_ROWS = ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged",
-             "event_loop/swa", "event_loop/swa_page4", "event_loop/mixed")
+LOOP_ROWS = tuple(_LOOP_ROW_CONFIGS)
 
 
 ABSTRACTIONS.append(Abstraction(

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from .errors import EXIT_USAGE, UpstreamUsageError
 from .install import default_dir, install, release_path, run_in_release
 from .releases import preset_pairs, preset_releases, release
+from .sched.loop_rows import LOOP_ROWS
 
 ROW_NAMES = (
     "add_one_req", "add_one_req/swa", "add_chunked_req", "add_chunked_req/swa", "add_one_req/swa_ring",
@@ -40,8 +41,7 @@ ROW_NAMES = (
     "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
     "UnifiedRadixCache", "UnifiedRadixCache/swa", "alloc_for_extend", "alloc_for_extend/swa",
     "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode", "spec_v2_alloc_len",
-    "event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions", "event_loop/paged", "event_loop/swa",
-    "event_loop/swa_page4", "event_loop/mixed",
+    *LOOP_ROWS,
 )
 
 

@@ -583,6 +583,12 @@ def _run_life(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
     return run_life(sc, design)
 
 
+def _loop_row_names() -> tuple[str, ...]:
+    from .sched.loop_rows import LOOP_ROWS
+
+    return tuple(LOOP_ROWS)
+
+
 def _loop_row(name: str) -> Row:
     from .sched.loop_rows import LOOP_ROWS, run_walk, unavailable, walks
 
@@ -657,7 +663,6 @@ ROWS: dict[str, Row] = {
             lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "
             "(the hybrid-SWA default from 0.5.16)", lambda: _life(True, "unified"), _run_life, _tree_row("unified", True)),
-        *[_loop_row(n) for n in ("event_loop", "event_loop/small3", "event_loop/pressure", "event_loop/sessions",
-                                 "event_loop/paged", "event_loop/swa", "event_loop/swa_page4", "event_loop/mixed")],
+        *[_loop_row(n) for n in _loop_row_names()],
     ]
 }
