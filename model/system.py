@@ -382,9 +382,7 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder, decoding: tuple = 
         # after SGLang's assertion killed the scheduler no later request's result is processed
         s = x.branch(s.oom == OOM_NONE, result, lambda: s) if crash else result()
         s = x.checkpoint(f"prefill result[{r}]", s)
-    for r in range(R):
-        if not x.cfg.mixed_chunk:
-            break
+    for r in range(R) if x.cfg.mixed_chunk else ():
         fin = x.and_(decoding[r], s.output_len[r] >= enqueue.max_new_tokens(x, s, r))
         if crash:
             fin = x.and_(fin, s.oom == OOM_NONE)
