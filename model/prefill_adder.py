@@ -13,7 +13,8 @@ Modelled as config / design flags (each checked against the release by `kvmc con
 `truncation_align_size` (Config), #22495's page reserve in the token gate, #25741's input-budget
 gate (chunked prefill off only), the chunk end aligned to a page, #39283's gates under the lock only
 (`admission_gates_under_lock`, v0.5.20: the order decides NO_TOKEN vs OTHER).
-Not modelled: mixed chunk (`m = 0`), priority preemption, the prefill delayer, dLLM, Mamba slots,
+Mixed chunk (`num_mixed_decode_tokens`) is Config.mixed_chunk (`new_adder`'s `mixed`).
+Not modelled: priority preemption, the prefill delayer, dLLM, Mamba slots,
 `add_one_req_ignore_eos`, `prefill_max_requests`. The #31681/#32700 SWA chunk-cap escape hatch is
 the design flag `swa_chunk_cap`.
 """
@@ -99,7 +100,10 @@ def new_adder(x: Ctx, s: State, mixed: Any = 0) -> Adder:
     """`PrefillAdder.__init__`: offsets from the running batch, and `num_mixed_decode_tokens` m (the
     running batch size under mixed chunk, else 0) taken from the input and chunk budgets and set as
     both token offsets (0.5.18:managers/schedule_policy.py:530-540; 0.5.21+ `PrefillBudget`'s
-    `total_offset` / `current_offset`). The SWA offset starts at 0 in every release."""
+    `total_offset` / `current_offset`). The SWA offset starts at 0 in every release (0.5.21+:
+    `SWAPrefillBudget.swa_offset`; only the unified-memory `SharedSWAPrefillBudget`, not modelled,
+    starts it at m), so under hybrid SWA nothing keeps the mixed decode's SWA slots: finding 9
+    (docs/findings.md; open PR #35338 would reserve them)."""
     num, den = ratio(x)
     R = x.cfg.num_reqs
     offset = x.sum(x.ite(s.status[r] == RUNNING, num * max_new_remaining(x, s, r), 0) for r in range(R))

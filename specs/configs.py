@@ -308,6 +308,33 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (12, 12), "input_len": (1, 7), "max_new_tokens": (1, 5),
                              "chunked_prefill_size": (5, 5), "max_prefill_tokens": (26, 26)},
         ),
+        Config(
+            name="hybrid_swa_mixed",
+            doc="mixed chunked prefill with hybrid SWA (SWARadixCache), page_size 1: the running batch decodes inside the "
+                "prefill batch, whose adder keeps its decode tokens off the full budget but not off the SWA one; three "
+                "requests, new_token_ratio 1/8",
+            num_reqs=3,
+            page_size=1,
+            hybrid_swa=True,
+            chunked_prefill=True,
+            mixed_chunk=True,
+            new_token_ratio=(1, 8),
+            private_atoms=4,
+            bounds={
+                "full_tokens": (4, 32),
+                "swa_tokens": (4, 32),
+                "sliding_window_size": (1, 8),
+                "input_len": (1, 12),
+                "max_new_tokens": (1, 4),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (3, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            # around the SWA decode OOM of v0.5.11-v0.5.21 (docs/findings.md finding 9)
+            explicit_bounds={"full_tokens": (16, 16), "swa_tokens": (6, 8), "sliding_window_size": (2, 2),
+                             "input_len": (1, 6), "max_new_tokens": (1, 4), "chunked_prefill_size": (3, 4),
+                             "max_prefill_tokens": (16, 16)},
+        ),
     ]
 }
 

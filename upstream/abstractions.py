@@ -194,7 +194,7 @@ ABSTRACTIONS.append(Abstraction(
     "already breaks in both (docs/findings.md section 2, `kvmc check --design v0.5.11 --config hybrid_swa "
     "--property conservation`, depth 4, reproduced on SGLang 0.5.11): a verdict after it is about a state SGLang "
     "reaches only through that bug",
-    ("event_loop/swa", "event_loop/swa_page4"),
+    ("event_loop/swa", "event_loop/swa_page4", "event_loop/swa_mixed"),
     _after_phantom_stash,
 ))
 

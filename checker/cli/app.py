@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from checker import interrupt
 from checker.cli.common import (Heartbeat, Lines, beat_every, UsageError, _Parser, add_design_options, add_progress_options,
                                 build_design, fmt_s, keep_hypothesis_in, lemma_selection, publish, refuse_corpus,
-                                timeout_ms, timeout_seconds, validate_selection, warn, writable_dir, writable_file)
+                                positive_int, timeout_ms, timeout_seconds, validate_selection, warn, writable_dir, writable_file)
 from checker.verdict import EXIT_INTERNAL, EXIT_USAGE, exit_code
 
 DEFAULT_OUT = "kvmc-out"  # gitignored; the corpus counterexamples/ is `kvmc regen`'s
@@ -199,6 +199,8 @@ def _warn_long(args: argparse.Namespace, configs: list[str], what: str = "kvmc c
 
 def cmd_check(args: argparse.Namespace) -> int:
     lemmas = lemma_selection(args)
+    if args.examples is not None and args.engine != "random":
+        raise UsageError(f"--examples applies to --engine random (its runs per property), not --engine {args.engine}")
     if not args.corpus:
         refuse_corpus(args.out)
     writable_dir(args.out, "--out")
@@ -251,7 +253,7 @@ def _check_and_report(args: argparse.Namespace, design: Any, props: list[str], c
         with printer.heartbeat():
             report = run_check(design, configs, props, args.depth, prove=not args.no_prove, keep_going=args.keep_going,
                                timeout_ms=timeout_ms(args.timeout), progress=printer, baseline=baseline,
-                               minimize=not args.no_minimize, engine=args.engine, lemmas=lemmas)
+                               minimize=not args.no_minimize, engine=args.engine, lemmas=lemmas, examples=args.examples)
     except interrupt.Interrupted as e:
         printer.end()
         interrupt.reap()  # the warm pool's child too, before its `close` waits for it
@@ -517,6 +519,8 @@ def add_check_parser(sub: Any) -> None:
     pc.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all, relevant ones first")
     pc.add_argument("--depth", type=int, default=10, help="scheduler iterations to check (default 10)")
     pc.add_argument("--engine", default="bmc", help="bmc (default), explicit, random, induction")
+    pc.add_argument("--examples", type=positive_int, default=None, metavar="N",
+                    help="--engine random: runs per property (default 200); a rare failure needs more")
     pc.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                     help=f"run directory for counterexamples, <DIR>/<design>/<config>/<property>.itf.json (default {DEFAULT_OUT}/)")
     pc.add_argument("--confirm", action="append", default=[], metavar="sglang==VERSION",

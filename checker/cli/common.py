@@ -74,6 +74,17 @@ TIMEOUT_MIN_S = 0.01  # z3 counts in milliseconds; below this every query would 
 TIMEOUT_MAX_S = 4_000_000.0  # z3's limit is an unsigned 32-bit count of milliseconds (49 days)
 
 
+def positive_int(text: str) -> int:
+    """An option that counts something (`--examples`): a whole number of at least 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not at least 1")
+    return v
+
+
 def timeout_seconds(text: str) -> float:
     """`--timeout`'s type: a finite number of seconds within [TIMEOUT_MIN_S, TIMEOUT_MAX_S]
     (`nan`, `inf`, `0.0001` used to mean no limit at all)."""

@@ -43,7 +43,7 @@ def _check_jobs(args: Any, designs: list[str], props: list[str], configs: list[s
     n = ex.capacity() if ex is not None else args.jobs or os.cpu_count() or 1
     jobs = [Job(Side("", d, tuple(args.without), tuple(args.with_), tuple(args.mutant)), c, tuple(props), args.depth,
                 args.engine, not args.no_prove, timeout_ms(args.timeout), args.out, not args.no_minimize,
-                without_lemmas=tuple(args.without_lemma))
+                without_lemmas=tuple(args.without_lemma), examples=args.examples)
             for d in designs for c in configs]
     lines = Lines("none" if args.json and args.progress == "text" else args.progress)
     if args.depth >= 6 and (args.all or not args.config) and lines.enabled:

@@ -100,6 +100,7 @@ class Job:
     # lemmas the proofs may not assume (`--without-lemma`); resolved against the side's own
     # specs/lemmas.py, so a lemma a git revision lacks is simply not there to leave out
     without_lemmas: tuple[str, ...] = ()
+    examples: int | None = None  # the random engine's runs per property (`--examples`; None: its default)
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -119,6 +120,8 @@ def run_job(job: Job) -> dict[str, Any]:
     check = engine_check_config(job.engine)
     # LEMMAS, not a helper: a `--base-rev` side imports an older specs/lemmas.py that has only LEMMAS
     extra = {"lemmas": [n for n in LEMMAS if n not in job.without_lemmas]} if job.without_lemmas else {}
+    if job.examples is not None:
+        extra["examples"] = job.examples
     # a reviewer's patch that raises while the model runs raises model/patch.py's PatchError
     # (`FILE:LINE: ...`), which crosses the process boundary and is reported as bad input (exit 2)
     # a property this side's specs/ lacks (a `--base-rev` older than the property) is not asked: it
@@ -297,7 +300,8 @@ def run_jobs(jobs: list[Job], n: int, progress: Any = None) -> list[dict[str, An
     properties, depth, engine) is not run again (a reversed review reuses both sides). `progress`:
     a checker.cli.common.JobsProgress, told when each job starts and ends."""
     def key(j: Job) -> tuple[Any, ...]:
-        return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize, j.without_lemmas)
+        return (j.side.key(), j.config, j.props, j.depth, j.engine, j.prove, j.timeout_ms, j.minimize, j.without_lemmas,
+                j.examples)
 
     todo = [j for j in jobs if key(j) not in _MEMO]
     if progress is not None:  # the tracker counts every job: a reused one is done at once

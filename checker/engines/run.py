@@ -363,7 +363,7 @@ def engine_check_config(engine: str) -> Callable[..., ConfigReport]:
 def run_check(design: Design, configs: list[str], props: list[str], depth: int, prove: bool = True,
               keep_going: bool = False, timeout_ms: int = 0, progress: Progress | None = None,
               baseline: Design | None = None, minimize: bool = True, engine: str = "bmc",
-              lemmas: list[str] | None = None) -> Report:
+              lemmas: list[str] | None = None, examples: int | None = None) -> Report:
     t0 = time.perf_counter()
     out: list[ConfigReport] = []
     stopped = False
@@ -373,7 +373,9 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
 
         run_one = with_liveness(run_one, engine)
     for name in order_configs(configs, design, baseline):
-        extra = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
+        extra: dict[str, Any] = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
+        if examples is not None:  # the random engine's runs per property
+            extra["examples"] = examples
         NOW.config_started(name)
         try:
             rep = run_one(design, CONFIGS[name], props, depth, prove, timeout_ms, progress, minimize, keep_going, **extra)

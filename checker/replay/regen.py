@@ -38,9 +38,10 @@ KNOWN_BUGS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("spec_topk_busy_check", "spec_topk", "busy_check_complete", ("verify_keeps_rejected_page",), "v0.5.13"),  # #27228
 ]
 
-# (preset, config, property): violations of a preset itself, SGLang bugs kvmc found with no fix
-# upstream yet (docs/findings.md); their traces replay as `reproduced` with the "fixed" design too
-FINDINGS: list[tuple[str, str, str]] = [
+# (preset, config, property[, extra `kvmc check` arguments]): violations of a preset itself, SGLang bugs
+# kvmc found with no fix upstream yet (docs/findings.md); their traces replay as `reproduced` with the
+# "fixed" design too. Extra arguments pick another engine where the BMC does not reach the trace in minutes.
+FINDINGS: list[tuple[str, ...]] = [
     ("current", "hybrid_swa", "prompt_prefilled"),  # the chunk-cap hatch's second truncation (0.5.16+)
     ("v0.5.13", "hybrid_swa", "progress"),  # #23174's deferral stalls a chunked request (a lasso)
     ("v0.5.18", "hybrid_swa_page4", "conservation"),  # the re-match after the unfinished insert (0.5.18-0.5.22)
@@ -48,6 +49,11 @@ FINDINGS: list[tuple[str, str, str]] = [
     ("v0.5.11", "sessions", "no_prefill_oom"),  # finding 4: a session's row admits a request with no row left
     ("v0.5.11", "hybrid_swa", "conservation"),  # SGLang #24252 (fixed by #24318): a parked chunk's prompt stashed
     ("v0.5.23", "sessions", "progress"),  # finding 7: a session keeping the last row starves everyone (#37583, open)
+    # finding 8: the mixed decode of 0.5.10.post1 (page 2) out of pages; the BMC on `mixed` needs more than
+    # 15 minutes for depth 3, the random engine (derandomized: the same runs every time) finds it at depth 4
+    ("v0.5.10.post1", "mixed", "no_decode_oom", "--engine", "random", "--examples", "4000"),
+    ("v0.5.13", "hybrid_swa_mixed", "no_decode_oom"),  # finding 9: a chunk takes the mixed decode's SWA slots (CI replays it on 0.5.13)
+    ("v0.5.21", "hybrid_swa_mixed", "no_decode_oom"),  # finding 9 on the last release without 0.5.22's decode check
 ]
 
 
@@ -152,8 +158,8 @@ def _update(directory: Path, depth: int | None, env: dict[str, str]) -> int:
         for m in mutants:
             argv += ["--mutant", m]
         checks.append((argv, f"{base}-without-" + fix + "".join("+" + m for m in mutants), config, prop))
-    for preset, config, prop in FINDINGS:
-        checks.append((["--design", preset, "--config", config, "--property", prop], preset, config, prop))
+    for preset, config, prop, *extra in FINDINGS:
+        checks.append((["--design", preset, "--config", config, "--property", prop, *extra], preset, config, prop))
     for args, design, config, prop in checks:
         argv = ["check", *args, "--no-progress", "--out", str(directory), "--corpus"]
         if depth:

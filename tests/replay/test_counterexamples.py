@@ -40,7 +40,7 @@ def test_replays_as_pinned(path: Path) -> None:
     assert t.prop == pinned["property"]
 
 
-FINDING_FILES = {f"{d}/{c}/{p}.itf.json" for d, c, p in FINDINGS}
+FINDING_FILES = {f"{d}/{c}/{p}.itf.json" for d, c, p, *_extra in FINDINGS}
 FIXED = [f for f in FILES if _id(f) not in FINDING_FILES]
 
 

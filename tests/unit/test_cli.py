@@ -41,6 +41,9 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["check", "--timeout", "nan"], "'nan'", "finite"),
         (["check", "--timeout", "inf"], "'inf'", "finite"),
         (["review", "--timeout=-inf"], "'-inf'", "finite"),
+        (["check", "--engine", "random", "--examples", "0"], "0", "at least 1"),
+        (["check", "--examples", "many"], "'many'", "whole number"),
+        (["check", "--examples", "500"], "--examples", "--engine random"),  # the bmc engine makes no runs
         (["check", "--property", "recompute_only_when_short", "--config", "small"], "'recompute_only_when_short'",
          "hicache_evict"),  # a property that applies to none of the configs named
         (["check", "--frobnicate"], "--frobnicate", "--help"),
@@ -284,3 +287,15 @@ def test_the_heartbeat_names_the_running_query(capsys: pytest.CaptureFixture[str
         NOW.reset()
     line = capsys.readouterr().err.strip()
     assert line.startswith("[hybrid_swa] depth 4: z3 query 1 running for ") and "solver" in line and "elapsed" in line, line
+
+
+def test_examples_sets_the_random_engine_s_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--examples N`: the random engine's runs per property (finding 8 needs 4,000 on `mixed`)."""
+    runs = []
+    for n in ("3", "50"):
+        code, out, _err = run_cli(["check", "--engine", "random", "--examples", n, "--config", "small", "--property",
+                                   "conservation", "--depth", "2", "--out", str(tmp_path), "--no-progress"], capsys)
+        assert code == 3, out  # unknown: random testing proves nothing
+        line = next(ln for ln in out.splitlines() if "conservation" in ln)
+        runs.append(int(line.split("no violation in ")[1].split(" random runs")[0]))
+    assert runs[0] == 3 and runs[1] >= 50, runs

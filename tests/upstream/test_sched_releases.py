@@ -153,6 +153,16 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
             assert (o["status"], o["step"], o["field"]) == (sr.DIVERGED, 2, "last_batch"), sr.line(o)
         elif f == "v0.5.11/hybrid_swa/conservation.itf.json":  # #24252: #24318 closed it in 0.5.12.post1
             assert o["status"] == sr.DIVERGED and o["step"] <= 4, sr.line(o)
+        elif f == "v0.5.10.post1/mixed/no_decode_oom.itf.json":  # findings #8: #22495's page reserve admits less
+            assert (o["status"], o["step"]) == (sr.DIVERGED, 2), sr.line(o)
+        elif f == "v0.5.13/hybrid_swa_mixed/no_decode_oom.itf.json":  # findings #9 on v0.5.13's tree (0.5.18+ splits it)
+            assert (o["status"], o["step"]) == (sr.DIVERGED, 1), sr.line(o)
+        elif f == "v0.5.21/hybrid_swa_mixed/no_decode_oom.itf.json":  # findings #9: 0.5.22's check makes the batch sit out
+            if version in ("0.5.22", "0.5.23"):
+                assert (o["status"], o["step"]) == (sr.DIVERGED, 2) and o["field"].startswith("in_last_batch"), sr.line(o)
+            else:
+                assert o["status"] == sr.REPRODUCED, sr.line(o)
+                assert f"no_decode_oom violated on SGLang {version} at step 2" in sr.line(o), sr.line(o)
         elif f == "v0.5.23/sessions/progress.itf.json":  # findings #7 (#37583, open): 0.5.12.post1 on
             assert o["status"] == sr.REPRODUCED, sr.line(o)
             assert f"progress violated on SGLang {version}: the loop" in sr.line(o), sr.line(o)
@@ -181,3 +191,59 @@ def test_the_23174_stall_reproduces_on_the_newest_release(tmp_path: Path) -> Non
     itf.write(f, r.trace)
     (o,) = sr.replay("0.5.23", [str(f)], root=root)["outcomes"]
     assert o["status"] == sr.REPRODUCED and "progress violated on SGLang 0.5.23: the loop" in sr.line(o), sr.line(o)
+
+
+def test_hybrid_swa_mixed_finding_reproduces_on_0_5_21_and_0_5_22_sits_out() -> None:
+    """docs/findings.md #9 on the last release without the mixed decode check: 0.5.21's scheduler
+    (hybrid SWA on UnifiedRadixCache, --enable-mixed-chunk) follows the trace and raises "Out of
+    memory" in the mixed batch's decode at step 2. 0.5.22 checks `check_decode_mem` first: the same
+    events (the trace's arrivals, SGLang's own eviction order) never fail there."""
+    f = next(f for f in corpus_files() if f.endswith("v0.5.21/hybrid_swa_mixed/no_decode_oom.itf.json"))
+    o = sr.replay("0.5.21", [f], root=_root_with("0.5.21"))["outcomes"][0]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "SGLang raised: Out of memory" in o["table"][-1], o["table"][-1]
+    (new,) = sr.replay_items("0.5.22", [(f, (), "events")], _root_with("0.5.22"))["outcomes"]
+    assert new["status"] == sr.PASSED and "no_decode_oom holds on SGLang 0.5.22 at every step" in new["message"], \
+        sr.line(new)
+
+
+def _sit_out_walks(design: str, n: int = 2) -> list[str]:
+    """Random walks of `design` at finding 9's parameters whose last step is a mixed prefill batch
+    in which the running requests sit out (0.5.22's `check_decode_mem` before the mixed decode)."""
+    import tempfile
+
+    from checker.traces import itf
+    from checker.traces.walk import random_walk
+    from model.designs import PRESETS
+    from model.state import RUNNING
+
+    src = itf.read(next(f for f in corpus_files() if f.endswith("v0.5.21/hybrid_swa_mixed/no_decode_oom.itf.json")))
+    out, tmp = [], Path(tempfile.mkdtemp(prefix="kvmc-sitout-"))
+    for seed in range(400):
+        t = random_walk(src.cfg, PRESETS[design], 4, seed, src.params)
+        prev = t.init
+        for k, st in enumerate(t.steps):
+            s = st.state
+            run = [r for r in range(src.cfg.num_reqs) if prev.status[r] == RUNNING and s.status[r] == RUNNING]
+            if s.last_batch == 1 and run and not any(s.output_len[r] > prev.output_len[r] for r in run):
+                t.steps = t.steps[:k + 1]
+                f = tmp / f"sitout{seed}.itf.json"
+                itf.write(f, t)
+                out.append(str(f))
+                break
+            prev = s
+        if len(out) == n:
+            return out
+    raise AssertionError(f"no walk of {design} at finding 9's parameters makes the running batch sit out")
+
+
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_mixed_decode_sit_out_matches_sglang(version: str) -> None:
+    """The 0.5.22+ path finding 9 does not take: the mixed decode does not fit, `check_decode_mem`
+    fails and the running batch sits out the prefill batch. SGLang's own scheduler follows the
+    model's walks state for state (the running requests neither decode nor fail)."""
+    root = _root_with(version)
+    walks = _sit_out_walks("v" + version)
+    res = sr.replay(version, walks, root=root)
+    for o in res["outcomes"]:
+        assert o["status"] == sr.PASSED and "every state matched" in o["message"], sr.line(o)

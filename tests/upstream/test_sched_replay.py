@@ -26,8 +26,6 @@ from upstream.sched import replay as sr
 from upstream.sched.table import corpus_files, items_for
 
 REPO = Path(__file__).resolve().parents[2]
-# finding 8: the unchecked decode of --enable-mixed-chunk (tests/unit/test_mixed_chunk.py)
-MIXED_OOM = REPO / "tests/unit/data/mixed_decode_oom_v0.5.10.post1.itf.json"
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +75,7 @@ def _tight_walks(tmp: Path, n: int = 3) -> list[str]:
 def runs(sched_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     corpus = corpus_files()
     walks = _tight_walks(tmp_path_factory.mktemp("walks"))
-    old = sr.replay_items("0.5.10.post1", items_for("0.5.10.post1", corpus) + [(str(MIXED_OOM), ())], sched_root)
+    old = sr.replay_items("0.5.10.post1", items_for("0.5.10.post1", corpus), sched_root)
     new_items = items_for("0.5.13", corpus) + [(w, (), "reproduce") for w in walks] + [(w, (), "events") for w in walks]
     new = sr.replay_items("0.5.13", new_items, sched_root)
     return {"old": old, "new": new, "walks": walks}
@@ -139,9 +137,19 @@ def test_ledger_on_real_objects_catches_the_22862_leak_sglangs_check_misses(runs
 def test_mixed_chunk_decode_runs_out_of_memory_on_sglang_too(runs: dict[str, Any]) -> None:
     """Finding 8 on SGLang 0.5.10.post1 started with --enable-mixed-chunk: every state matches the
     model's, and at the last step the mixed batch's prepare_for_decode raises as the model's does."""
-    (o,) = [o for o in runs["old"]["outcomes"] if o["file"] == str(MIXED_OOM)]
+    (o,) = [o for o in runs["old"]["outcomes"] if o["file"].endswith("counterexamples/v0.5.10.post1/mixed/no_decode_oom.itf.json")]
     assert o["status"] == sr.REPRODUCED, sr.line(o)
     assert "Decode out of memory" in o["table"][-1] and "violated: no_decode_oom" in o["table"][-1], o["table"][-1]
+
+
+def test_hybrid_swa_mixed_decode_runs_out_of_swa_on_sglang_0_5_13(runs: dict[str, Any]) -> None:
+    """Finding 9 (docs/findings.md) on SGLang 0.5.13 started with --enable-mixed-chunk on hybrid SWA:
+    every state matches, and the mixed batch's decode finds no SWA slot after the chunk took them."""
+    (o,) = [o for o in runs["new"]["outcomes"]
+            if o["file"].endswith("counterexamples/v0.5.13/hybrid_swa_mixed/no_decode_oom.itf.json")]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "SGLang raised: Out of memory" in o["table"][-1] and "violated: no_decode_oom" in o["table"][-1], o["table"][-1]
+    assert len(o["table"]) == 2  # at step 2, as the trace records it
 
 
 def test_first_divergence_is_named_side_by_side(runs: dict[str, Any]) -> None:
@@ -258,6 +266,6 @@ def test_check_confirm_bad_release_is_rejected_before_the_search(tmp_path: Path)
 def test_the_23174_stall_loops_on_sglang_0_5_13(runs: dict[str, Any]) -> None:
     """docs/findings.md #2: the lasso of `progress` on the v0.5.13 preset runs on SGLang 0.5.13's own
     scheduler, its loop three times, the loop's first state recurring each time (no batch runs)."""
-    o = _by_fix(runs["new"])[("v0.5.13", ())]
+    (o,) = [o for o in runs["new"]["outcomes"] if o["file"].endswith("counterexamples/v0.5.13/hybrid_swa/progress.itf.json")]
     assert o["status"] == sr.REPRODUCED, sr.line(o)
     assert "progress violated on SGLang 0.5.13: the loop" in o["message"] and "recurring after each" in o["message"]

@@ -194,7 +194,8 @@ class Forcing:
             req = sl.req
             if req is None or not hasattr(req, "decode_batch_idx"):
                 continue
-            fire = bool(picks.get(f"decode.evict_swa[{sl.r}]"))
+            # a decode step's choice, or (mixed chunk) the one of the decode inside a prefill batch
+            fire = bool(picks.get(f"decode.evict_swa[{sl.r}]") or picks.get(f"prefill.mixed.evict_swa[{sl.r}]"))
             if self.slid_rule:
                 # `decode_batch_idx >= 1 and seqlen - 1 - W >= E + interval`: with interval 1 the
                 # release frees exactly when the model's _evict_swa would move E; 0 holds it back

@@ -1,5 +1,5 @@
 """Rows `event_loop`, `event_loop/small3`, `event_loop/pressure`, `event_loop/sessions`, `event_loop/paged`,
-`event_loop/swa`, `event_loop/swa_page4`, `event_loop/mixed`: the scheduler loop itself, release by release (worker side).
+`event_loop/swa`, `event_loop/swa_page4`, `event_loop/mixed`, `event_loop/swa_mixed`: the scheduler loop itself, release by release (worker side).
 
 A scenario is a random walk of kvmc's model under the release's preset on one of the project's
 configs (checker/traces/walk.py: parameters drawn from the config's bounds, every choice drawn
@@ -40,6 +40,7 @@ LOOP_ROWS = {
     "event_loop/swa": "hybrid_swa",
     "event_loop/swa_page4": "hybrid_swa_page4",
     "event_loop/mixed": "mixed",  # --enable-mixed-chunk: the running batch decodes inside the prefill batch
+    "event_loop/swa_mixed": "hybrid_swa_mixed",  # the same with hybrid SWA (the decode's _evict_swa and SWA slots)
 }
 UNFORCEABLE = "a choice SGLang cannot make here"
 
