@@ -142,6 +142,15 @@ def test_mixed_chunk_decode_runs_out_of_memory_on_sglang_too(runs: dict[str, Any
     assert "Decode out of memory" in o["table"][-1] and "violated: no_decode_oom" in o["table"][-1], o["table"][-1]
 
 
+def test_finished_streaming_turn_false_alarm_on_sglang_0_5_10_post1(runs: dict[str, Any]) -> None:
+    """Finding 5 (docs/findings.md): 0.5.10.post1's busy check counts a finished streaming turn as
+    uncached and as session-held; SGLang's own check fires at step 1, its ledger exact."""
+    (o,) = [o for o in runs["old"]["outcomes"]
+            if o["file"].endswith("counterexamples/v0.5.10.post1/sessions/busy_check_sound.itf.json")]
+    assert o["status"] == sr.REPRODUCED, sr.line(o)
+    assert "SGLang busy check: FIRED" in o["table"][0] and "ledger on SGLang's objects: exact" in o["table"][0], o["table"][0]
+
+
 def test_hybrid_swa_mixed_decode_runs_out_of_swa_on_sglang_0_5_13(runs: dict[str, Any]) -> None:
     """Finding 9 (docs/findings.md) on SGLang 0.5.13 started with --enable-mixed-chunk on hybrid SWA:
     every state matches, and the mixed batch's decode finds no SWA slot after the chunk took them."""
