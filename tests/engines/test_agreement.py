@@ -45,10 +45,10 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     # a request admitted at depth 2 runs beside the first one's mixed decode
     "mixed": (dict(full_tokens=(12, 12), input_len=(3, 3), max_new_tokens=(2, 2), chunked_prefill_size=(5, 5),
                    max_prefill_tokens=(26, 26)), 2),
-    # two decoding requests beside a chunk, SWA tight; 10-50 s a preset group (finding 9's own point, input
-    # (1, 3, 4), costs 10x more: 26 s for the explicit engine's no_decode_oom alone on v0.5.13)
+    # a request admitted beside the running ones' mixed decode, SWA tight; about 20 s a preset group (input 2
+    # and max_new 1-2 take 50 s, finding 9's own point, input (1, 3, 4), 10x more)
     "hybrid_swa_mixed": (dict(full_tokens=(17, 17), swa_tokens=(7, 7), sliding_window_size=(1, 1),
-                              chunked_prefill_size=(5, 5), input_len=(2, 2), max_new_tokens=(1, 2),
+                              chunked_prefill_size=(5, 5), input_len=(1, 1), max_new_tokens=(2, 2),
                               max_prefill_tokens=(8, 8)), 2),
 }
 
