@@ -26,14 +26,15 @@ from model.system import System, running_bs
 from specs.configs import CONFIGS
 
 TRACE = Path(__file__).resolve().parents[2] / "counterexamples/v0.5.10.post1/mixed/no_decode_oom.itf.json"
+# finding 9: mixed chunk with hybrid SWA
+SWA_TRACE = Path(__file__).resolve().parents[2] / "counterexamples/v0.5.13/hybrid_swa_mixed/no_decode_oom.itf.json"
 
 
 def _trace():  # noqa: ANN202
     return itf.read(TRACE)  # re-runs every step through the concrete model and compares the states
 
 
-def _rerun(design):  # noqa: ANN001, ANN202
-    t = _trace()
+def _rerun(t, design):  # noqa: ANN001, ANN202
     states, _ = run_concrete(System(t.cfg, design), t.params, [(st.action, st.picks) for st in t.steps])
     return states
 
@@ -52,9 +53,11 @@ def test_the_unchecked_mixed_decode_runs_out_of_memory_on_0_5_10_post1() -> None
     assert o.status == "reproduced", o
 
 
-def test_decode_mem_check_of_0_5_22_lets_the_running_batch_sit_out() -> None:
-    t = _trace()
-    states = _rerun(t.design.with_fix("mixed_decode_mem_check", "on"))
+@pytest.mark.parametrize("which", ["finding 8 (mixed)", "finding 9 (hybrid_swa_mixed)"])
+def test_decode_mem_check_of_0_5_22_lets_the_running_batch_sit_out(which: str) -> None:
+    """The trace's events with 0.5.22's check: the running batch sits out instead of failing."""
+    t = _trace() if which.startswith("finding 8") else itf.read(SWA_TRACE)
+    states = _rerun(t, t.design.with_fix("mixed_decode_mem_check", "on"))
     last, before = states[-1], states[-2]
     assert last.oom == OOM_NONE
     sat_out = [r for r in range(t.cfg.num_reqs) if before.status[r] == RUNNING and last.status[r] == RUNNING]
@@ -89,7 +92,6 @@ def test_mixed_chunk_without_chunked_prefill_is_refused(kw: dict, says: str) -> 
 
 # -- finding 9: mixed chunk with hybrid SWA (config hybrid_swa_mixed) ----------------------------------
 
-SWA_TRACE = Path(__file__).resolve().parents[2] / "counterexamples/v0.5.13/hybrid_swa_mixed/no_decode_oom.itf.json"
 PR35338 = Path(__file__).resolve().parents[2] / "docs/patches/pr35338_mixed_swa_reserve.py"
 
 
@@ -113,16 +115,6 @@ def test_the_mixed_decode_runs_out_of_swa_slots_not_full_ones() -> None:
     assert ad.cur_rem_token_offset == running_bs(x, before) >= 1 and ad.rem_swa_token_offset == 0
     o = replay_trace(t, "cpu", str(SWA_TRACE))
     assert o.status == "reproduced", o
-
-
-def test_the_same_events_on_0_5_22_sit_out_instead_of_failing() -> None:
-    t = itf.read(SWA_TRACE)
-    states, _ = run_concrete(System(t.cfg, t.design.with_fix("mixed_decode_mem_check", "on")), t.params,
-                             [(st.action, st.picks) for st in t.steps])
-    before, last = states[-2], states[-1]
-    assert last.oom == OOM_NONE
-    sat_out = [r for r in range(t.cfg.num_reqs) if before.status[r] == RUNNING and last.status[r] == RUNNING]
-    assert sat_out and all(last.output_len[r] == before.output_len[r] for r in sat_out)
 
 
 def test_before_the_budget_split_the_min_budget_keeps_the_slots() -> None:
