@@ -9,7 +9,8 @@ node to the root; SWA lock from the node upward while fewer than W SWA tokens ar
 nodes; the node that reaches W carries `swa_uuid_for_lock`); insert with `prev_prefix_len` and
 `swa_evicted_seqlen` (a tombstone part and a normal part, nothing inserted when the whole new
 range is out of the window); duplicates freed by the inserter; leaf-first eviction, SWA-only
-tombstoning of internal nodes.
+tombstoning of internal nodes (UnifiedRadixCache: also of a node whose last child the same
+eviction deletes).
 
 Locks and counters. A lock is held by a *locker*: a running request (`last_node`,
 `swa_uuid_for_lock`), a session slot, an in-flight load-back, or the PrefillAdder's temporary
@@ -356,7 +357,9 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     Full phase: delete unlocked device leaves (a backed-up node becomes host-only, others are
     removed); a tombstone left childless goes with its last child (SWARadixCache) or stays as a
     Full-only leaf that may go later (`swa_tombstone_parent_kept`: UnifiedRadixCache). SWA phase:
-    tombstone SWA-unlocked internal nodes.
+    tombstone SWA-unlocked internal nodes (with `swa_tombstone_parent_kept`, also one whose last
+    device child goes in the same eviction: UnifiedRadixCache's SWA pass may tombstone it before
+    it deletes that child).
     Which leaves go is a choice (any minimal set: see the module docstring)."""
     K = x.cfg.num_atoms
     if K == 0:
@@ -407,8 +410,15 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
             empty[a] = x.ite(exists[a], x.and_(d[a], x.not_(host[a])), kids_all(empty, a))
         t: list[Any] = [False] * K
         if hybrid:
+            # UnifiedRadixCache's SWA pass walks the SWA LRU list and, node by node, deletes an
+            # evictable leaf or tombstones anything else (0.5.21 unified_cache/components/swa.py
+            # `_evict_device_next_node`): a node tombstoned while it still had a device child keeps
+            # its Full slots when that child goes later in the same pass (the tombstone stays as a
+            # Full-only leaf). SWARadixCache would then delete it with its last child, which the
+            # choice of evicting it already covers.
+            parent_kept = x.on("swa_tombstone_parent_kept")
             for a in range(K):
-                internal = kids_any(stays, a)
+                internal = x.or_(kids_any(stays, a), kids_any(went, a)) if parent_kept else kids_any(stays, a)
                 ok_t = x.and_(swa_need > 0, dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), internal)
                 t[a] = x.choose_bool_when(f"tombstone[{a}]", ok_t)
     L = s.node_len

@@ -394,7 +394,9 @@ class RadixTree:
             for n in sorted(order, key=lambda m: (m.atom if m.atom is not None else 1 << 30)):
                 if n.value is None or n.swa_tombstone or n.swa_lock_ref > 0 or n.id in deleted:
                     continue
-                if any(k.value is not None and k.id not in deleted for k in n.children):
+                # UnifiedRadixCache's SWA pass may tombstone a node before it deletes its last child
+                kept = self.tombstone_parent_kept
+                if any(k.value is not None and (kept or k.id not in deleted) for k in n.children):
                     if chooser.bool(f"tombstone[{n.atom}]"):
                         tomb.append(n)
         for n in order:  # children first
@@ -417,6 +419,9 @@ class RadixTree:
             return n.host_value is not None or not n.children
 
         while freed_full < full_need or (self.hybrid and freed_swa < swa_need):
+            if self.tombstone_parent_kept and freed_full >= full_need:
+                freed_swa += self._unified_swa_pass(swa_need - freed_swa, evictable)
+                return
             cands = [n for n in self.nodes() if evictable(n)]
             if freed_full >= full_need:  # only SWA is short: leaves whose SWA is still held
                 cands = [n for n in cands if not n.swa_tombstone]
@@ -441,6 +446,25 @@ class RadixTree:
                     break
                 self._tombstone(n)
                 freed_swa += len(n)
+
+    def _unified_swa_pass(self, swa_need: int, evictable: Callable[[TreeNode], bool]) -> int:
+        """UnifiedRadixCache's SWA pass (0.5.21 unified_cache/components/swa.py
+        `_evict_device_next_node`): walk the SWA-unlocked nodes holding SWA, least recently used
+        first; an evictable leaf is deleted (its Full slots too), anything else is tombstoned, until
+        `swa_need` SWA tokens are freed. A tombstone left childless stays as a Full-only leaf.
+        Returns the SWA tokens freed."""
+        freed = 0
+        while freed < swa_need:
+            cands = [n for n in self.nodes() if n.value is not None and not n.swa_tombstone and n.swa_lock_ref == 0]
+            if not cands:
+                break
+            n = min(cands, key=lambda m: (m.last_access_time, m.id))
+            freed += len(n)
+            if evictable(n):
+                self._delete(n)
+            else:
+                self._tombstone(n)
+        return freed
 
     # -- insert -----------------------------------------------------------------------------------
     def insert(self, owner: int, tokens: Callable[[int, int], tuple[int, ...]], row: Callable[[int, int], torch.Tensor],

@@ -227,10 +227,13 @@ _EVICT_PICK = re.compile(r"^(.*)\.(evict|tombstone)\[(\d+)\]$")
 
 
 def _sglang_eviction_allowed(trace: Any, before: State, picks: dict[str, Any], h: Any, real: State) -> bool:
-    """Whether SGLang's step is one the model allows: the step's choices with the one eviction site's
-    picks replaced by the atoms SGLang evicted and tombstoned, run through the concrete model from
-    the state `before`, reach SGLang's state (as the lifecycle rows accept an eviction). A step with
-    no eviction pick, or picks at several sites, is not judged (False)."""
+    """Whether SGLang's step is one the model allows: the step's choices with the eviction picks
+    replaced by the atoms SGLang evicted and tombstoned, run through the concrete model from the
+    state `before`, reach SGLang's state (as the lifecycle rows accept an eviction). SGLang may
+    evict more than once in a step (a mixed batch: the extend's allocation, then the decode's):
+    its calls that freed something go, in order, to the eviction sites the model's re-run asks
+    about, in order (found by re-running until the sites stop changing). A step in which SGLang
+    evicted nothing is not judged (False)."""
     from checker.traces.trace import DictOracle
     from model.ops import Concrete, Infeasible
     from model.system import System
@@ -238,20 +241,34 @@ def _sglang_eviction_allowed(trace: Any, before: State, picks: dict[str, Any], h
     f = h.forcing
     if _choice_difference(h, before, None) is None and sorted(f.tomb_rank) == sorted(set(f.tombstoned)):
         return False  # SGLang took the walk's eviction: the difference lies elsewhere
-    sites = {m.group(1) for m in (_EVICT_PICK.match(k) for k in picks) if m}
-    if len(sites) != 1 or not (f.evicted or f.tombstoned):
+    calls = [c for c in getattr(f, "calls", [(f.evicted, f.tombstoned)]) if c[0] or c[1]]
+    if not calls:
         return False
-    (site,) = sites
-    alt = {k: v for k, v in picks.items() if not (_EVICT_PICK.match(k) and _EVICT_PICK.match(k).group(1) == site)}
-    alt.update({f"{site}.evict[{a}]": True for a in set(f.evicted)})
-    alt.update({f"{site}.tombstone[{a}]": True for a in set(f.tombstoned)})
+    base = {k: v for k, v in picks.items() if not _EVICT_PICK.match(k)}
     system = System(trace.cfg, trace.design)
-    try:
-        after = system.step(system.ctx(Concrete(DictOracle(alt)), trace.params), before)
-    except (Infeasible, ValueError, KeyError):
-        return False
     x = _model_ctx(trace)
-    return first_difference(after, real, x) is None
+    sites: list[str] = []
+    for _ in range(len(calls) + 2):
+        alt = dict(base)
+        for (evicted, tombstoned), site in zip(calls, sites):
+            alt.update({f"{site}.evict[{a}]": True for a in set(evicted)})
+            alt.update({f"{site}.tombstone[{a}]": True for a in set(tombstoned)})
+        ops = Concrete(DictOracle(alt))
+        try:
+            after = system.step(system.ctx(ops, trace.params), before)
+        except (Infeasible, ValueError, KeyError):
+            after = None
+        if after is not None and len(sites) >= len(calls) and first_difference(after, real, x) is None:
+            return True
+        asked: list[str] = []
+        for k in ops.picks:
+            m = _EVICT_PICK.match(k)
+            if m and m.group(1) not in asked:
+                asked.append(m.group(1))
+        if asked[:len(calls)] == sites[:len(calls)]:
+            return False
+        sites = asked
+    return False
 
 
 def _choice_difference(h: Any, before: State | None = None, after: State | None = None) -> tuple[str, Any, Any] | None:

@@ -70,6 +70,7 @@ class Forcing:
         self.tomb_rank: dict[int, int] = {}
         self.evicted: list[int] = []  # atoms SGLang's evict removed from the device in this step
         self.tombstoned: list[int] = []
+        self.calls: list[tuple[list[int], list[int]]] = []  # per outermost evict call: (evicted, tombstoned)
         tree = h.inner_tree
         self._depth = 0  # evict_for_alloc may call evict: only the outermost call orders and records
         for name in ("evict", "evict_for_alloc"):
@@ -90,6 +91,7 @@ class Forcing:
     def before_step(self, picks: dict[str, Any]) -> None:
         global _ACTIVE
         self.evicted, self.tombstoned = [], []
+        self.calls = []
         self.tie_pass = {}
         self.rank, self.tomb_rank = {}, {}
         h = self.h
@@ -257,14 +259,18 @@ class Forcing:
             self._order(before)
         out = real(*a, **k)
         after = atom_nodes(h)
+        call: tuple[list[int], list[int]] = ([], [])
         for atom, n in before.items():
             if v.value(n) is None:
                 continue
             m = after.get(atom)
             if m is None or v.value(m) is None:
-                self.evicted.append(atom)
+                call[0].append(atom)
             elif v.tombstone(m) and not was_tomb[atom]:
-                self.tombstoned.append(atom)
+                call[1].append(atom)
+        self.evicted += call[0]
+        self.tombstoned += call[1]
+        self.calls.append(call)
         return out
 
     def _order(self, nodes: dict[int, Any]) -> None:
