@@ -141,7 +141,9 @@ FIXES: dict[str, Fix] = {
             "own later: UnifiedRadixCache's _iteratively_delete_tombstone_leaf lets only the Full component decide "
             "(Full on device: keep), every release of it (0.5.12.post1 .. 0.5.23); the hybrid-SWA default cache "
             "since #30468 (found by kvmc conform UnifiedRadixCache/swa on 0.5.18: the model's forced deletion "
-            "freed 8 tokens for a need of 1 and allowed no outcome)",
+            "freed 8 tokens for a need of 1 and allowed no outcome); its SWA pass walks the SWA LRU list deleting "
+            "evictable leaves and tombstoning the rest, so a node may be tombstoned before its last child goes in "
+            "the same eviction (found by event_loop/swa_mixed on 0.5.18-0.5.23)",
             off="SWARadixCache._iteratively_delete_tombstone_leaf: the childless tombstone is deleted with its last "
             "child, its Full slots freed in the same eviction",
         ),

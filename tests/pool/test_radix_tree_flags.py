@@ -76,3 +76,33 @@ def test_split_at_the_prompt_boundary() -> None:
     assert torch.equal(torch.cat([nodes[0].value, nodes[1].value]), idx) and alloc.available_size() == 52
     tree.split_at(0, _tokens, 8)  # at a node boundary: nothing to split
     assert len(list(tree.nodes())) == 2
+
+
+def test_unified_swa_pass_follows_the_swa_lru_order() -> None:
+    """The pool's own eviction policy (no trace forcing it) under `tombstone_parent_kept`: UnifiedRadixCache's
+    SWA pass (0.5.21 unified_cache/components/swa.py `_evict_device_next_node`) takes the SWA LRU list from
+    its tail, deleting an evictable leaf and tombstoning anything else. A chain n0 (4) - n1 (4), an SWA-only
+    need of 6: n0 the older is tombstoned and stays a Full-only leaf once n1 goes; n1 the older goes
+    first and n0, then a leaf, goes whole."""
+    from pool.choices import FunctionChooser
+
+    for n0_older in (True, False):
+        alloc = SWAAllocator(64, 64, 4, DEV)
+        tree = RadixTree(alloc, 4, True, 5, None, DEV, next_atom=lambda owner, atom: None)
+        tree.tombstone_parent_kept = True
+        kv = alloc.alloc_extend([0], [8], [-1])
+        assert kv is not None
+        n0 = tree.add_node(tree.root, _tokens(0, 4), kv[:4], 0, 0)
+        n1 = tree.add_node(n0, _tokens(4, 8), kv[4:], 0, 1)
+        if not n0_older:
+            n0.last_access_time = n1.last_access_time + 1
+        free_swa = alloc.swa_available_size()
+        tree.evict(0, 6, FunctionChooser(lambda q: False, lambda q, lo, hi: lo))
+        left = [(n.atom, len(n), n.swa_tombstone) for n in tree.nodes()]
+        if n0_older:
+            assert left == [(0, 4, True)]
+            assert alloc.full_available_size() == 60
+        else:
+            assert left == []
+            assert alloc.full_available_size() == 64
+        assert alloc.swa_available_size() == free_swa + 8

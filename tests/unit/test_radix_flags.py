@@ -323,3 +323,33 @@ def test_prompt_boundary_split(flag: str | None) -> None:
             evict(system.ctx(Concrete(DictOracle({})), p), s1, 4, 0, "e")
         s2 = evict(system.ctx(Concrete(DictOracle({"e.evict[0]": True})), p), s1, 4, 0, "e")
         assert s2.node_len == (0, 0, 0) and s2.full_available == 64
+
+
+# -- swa_tombstone_parent_kept: the SWA pass tombstones a node before its last child goes -------------
+# 0.5.21:mem_cache/unified_cache/components/swa.py:710-790 (`_evict_device_next_node`): the SWA pass
+# walks the SWA LRU list from its tail and deletes an evictable device leaf or tombstones anything else.
+# A chain n0 (4) - n1 (4), nothing locked, SWA pool empty, an SWA-only need of 6: with n0 the older,
+# n0 is tombstoned (4 SWA; n1 still below it), then n1 deleted (4 + 4): n0 stays a Full-only leaf.
+# SWARadixCache (flag off) never leaves that: its pass tombstones internal nodes only after the leaves
+# went, and a tombstone losing its last child goes with it (both deleted is its outcome).
+@pytest.mark.parametrize("kept", [None, "on"])
+def test_swa_pass_tombstones_a_parent_before_its_child_goes(kept: str | None) -> None:
+    from checker.traces.trace import DictOracle
+    from model.config import concrete_params
+    from model.ops import Concrete, Infeasible
+    from model.radix_cache import evict
+    from model.system import System, init_state
+
+    cfg = _swa_cfg(4, 5, 16, 4, full=64, swa=64)
+    ops = Concrete(DictOracle({"t.evict[1]": True, "t.tombstone[0]": True}))
+    x = System(cfg, CURRENT.with_fix("swa_tombstone_parent_kept", kept)).ctx(ops, concrete_params(cfg))
+    s = init_state(x).set(node_len=(4, 4, 0, 0), node_swa_tombstone=(False,) * 4, full_available=56, swa_available=0)
+    if kept is None:
+        with pytest.raises(Infeasible, match="SWA eviction stopped early"):
+            evict(x, s, 0, 6, "t")
+        assert "t.tombstone[0]" not in ops.picks  # never offered: n0 keeps no device child
+        return
+    s2 = evict(x, s, 0, 6, "t")
+    assert ops.picks["t.tombstone[0]"] is True
+    assert s2.node_len[:2] == (4, 0) and s2.node_swa_tombstone[:2] == (True, False)
+    assert (s2.full_available, s2.swa_available) == (60, 8)  # n0's full slots stay the tree's

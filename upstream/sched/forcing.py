@@ -291,7 +291,12 @@ class Forcing:
             for i, a in enumerate(chosen):
                 nodes[a].last_access_time = base - 1_000_000.0 + i
             if v.hybrid:
-                swa = [nodes[a] for a in chosen + [t for t in tomb if t not in chosen] if not v.tombstone(nodes[a])]
+                # its SWA pass deletes an evictable leaf and tombstones anything else: a node the trace
+                # tombstones while a leaf below it goes must come first, while it still has that child
+                rest = [t for t in tomb if t not in chosen]
+                first = [t for t in rest if any(_below(nodes[c], nodes[t]) for c in chosen)]
+                order = first + chosen + [t for t in rest if t not in first]
+                swa = [nodes[a] for a in order if not v.tombstone(nodes[a])]
                 _to_unified_lru_end(v.core.lru_lists[v.SWA], swa)
             return
         full_lru = getattr(tree, "full_lru_list", None)
@@ -304,6 +309,16 @@ class Forcing:
         base = min((n.last_access_time for n in nodes.values()), default=0.0)
         for i, a in enumerate(chosen):  # RadixCache: a heap of leaves by last_access_time
             nodes[a].last_access_time = base - 1_000_000.0 + i
+
+
+def _below(n: Any, top: Any) -> bool:
+    """SGLang node `n` lies strictly below `top` (through the parent links)."""
+    p = getattr(n, "parent", None)
+    while p is not None:
+        if p is top:
+            return True
+        p = getattr(p, "parent", None)
+    return False
 
 
 def _to_unified_lru_end(lru: Any, nodes: list[Any]) -> None:
