@@ -209,34 +209,47 @@ def test_hybrid_swa_mixed_finding_reproduces_on_0_5_21_and_0_5_22_sits_out() -> 
         sr.line(new)
 
 
-def _sit_out_walks(design: str, n: int = 2) -> list[str]:
-    """Random walks of `design` at finding 9's parameters whose last step is a mixed prefill batch
-    in which the running requests sit out (0.5.22's `check_decode_mem` before the mixed decode)."""
+def _walks_cut_at(cfg: Any, design: str, steps: int, params: Any, n: int, hit: Any, prefix: str) -> list[str]:
+    """Up to `n` random walks of `design` (seeds 0..399), each cut at its first step where
+    `hit(previous state, state)` holds, written to a temporary folder."""
     import tempfile
 
     from checker.traces import itf
     from checker.traces.walk import random_walk
     from model.designs import PRESETS
-    from model.state import RUNNING
 
-    src = itf.read(next(f for f in corpus_files() if f.endswith("v0.5.21/hybrid_swa_mixed/no_decode_oom.itf.json")))
-    out, tmp = [], Path(tempfile.mkdtemp(prefix="kvmc-sitout-"))
+    out, tmp = [], Path(tempfile.mkdtemp(prefix=f"kvmc-{prefix}-"))
     for seed in range(400):
-        t = random_walk(src.cfg, PRESETS[design], 4, seed, src.params)
+        t = random_walk(cfg, PRESETS[design], steps, seed, params)
         prev = t.init
         for k, st in enumerate(t.steps):
-            s = st.state
-            run = [r for r in range(src.cfg.num_reqs) if prev.status[r] == RUNNING and s.status[r] == RUNNING]
-            if s.last_batch == 1 and run and not any(s.output_len[r] > prev.output_len[r] for r in run):
+            if hit(prev, st.state):
                 t.steps = t.steps[:k + 1]
-                f = tmp / f"sitout{seed}.itf.json"
+                f = tmp / f"{prefix}{seed}.itf.json"
                 itf.write(f, t)
                 out.append(str(f))
                 break
-            prev = s
+            prev = st.state
         if len(out) == n:
-            return out
-    raise AssertionError(f"no walk of {design} at finding 9's parameters makes the running batch sit out")
+            break
+    return out
+
+
+def _sit_out_walks(design: str, n: int = 2) -> list[str]:
+    """Random walks of `design` at finding 9's parameters whose last step is a mixed prefill batch
+    in which the running requests sit out (0.5.22's `check_decode_mem` before the mixed decode)."""
+    from checker.traces import itf
+    from model.state import RUNNING
+
+    src = itf.read(next(f for f in corpus_files() if f.endswith("v0.5.21/hybrid_swa_mixed/no_decode_oom.itf.json")))
+
+    def sits_out(prev: Any, s: Any) -> bool:
+        run = [r for r in range(src.cfg.num_reqs) if prev.status[r] == RUNNING and s.status[r] == RUNNING]
+        return s.last_batch == 1 and bool(run) and not any(s.output_len[r] > prev.output_len[r] for r in run)
+
+    out = _walks_cut_at(src.cfg, design, 4, src.params, n, sits_out, "sitout")
+    assert out, f"no walk of {design} at finding 9's parameters makes the running batch sit out"
+    return out
 
 
 @pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
@@ -255,33 +268,17 @@ def _tombstone_then_delete_walks(design: str, n: int = 12) -> list[str]:
     """Random walks of `design` on hybrid_swa_mixed, cut at the first step in which a node becomes
     an SWA tombstone while its last device child is deleted (UnifiedRadixCache's SWA pass tombstoning
     a node before the child goes)."""
-    import tempfile
-
-    from checker.traces import itf
-    from checker.traces.walk import random_walk
-    from model.designs import PRESETS
     from specs.configs import CONFIGS
 
     cfg = CONFIGS["hybrid_swa_mixed"]
     kids = {a: [c for c in range(cfg.num_atoms) if cfg.parent(c) == a] for a in range(cfg.num_atoms)}
-    out, tmp = [], Path(tempfile.mkdtemp(prefix="kvmc-tomb-"))
-    for seed in range(400):
-        t = random_walk(cfg, PRESETS[design], 8, seed)
-        prev = t.init
-        for k, st in enumerate(t.steps):
-            s = st.state
-            if any(s.node_swa_tombstone[a] and not prev.node_swa_tombstone[a] and s.node_len[a] > 0 and kids[a]
+
+    def tomb_then_delete(prev: Any, s: Any) -> bool:
+        return any(s.node_swa_tombstone[a] and not prev.node_swa_tombstone[a] and s.node_len[a] > 0 and kids[a]
                    and any(prev.node_len[c] > 0 for c in kids[a]) and not any(s.node_len[c] > 0 for c in kids[a])
-                   for a in range(cfg.num_atoms)):
-                t.steps = t.steps[:k + 1]
-                f = tmp / f"tomb{seed}.itf.json"
-                itf.write(f, t)
-                out.append(str(f))
-                break
-            prev = s
-        if len(out) == n:
-            break
-    return out
+                   for a in range(cfg.num_atoms))
+
+    return _walks_cut_at(cfg, design, 8, None, n, tomb_then_delete, "tomb")
 
 
 @pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
