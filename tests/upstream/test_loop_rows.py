@@ -47,7 +47,7 @@ def _row(out: list, row: str) -> dict:
 
 
 def test_walks_follow_sglang_0_5_23(newest: Path) -> None:
-    rows = ("event_loop", "event_loop/pressure", "event_loop/sessions", "event_loop/swa")
+    rows = ("event_loop", "event_loop/pressure", "event_loop/sessions", "event_loop/swa", "event_loop/swa_mixed")
     out = conform.run([NEWEST], rows=rows, examples=EXAMPLES, seed=0, root=newest, jobs=1)
     for row in rows:
         r = _row(out, row)
