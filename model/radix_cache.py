@@ -414,11 +414,14 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
             # evictable leaf or tombstones anything else (0.5.21 unified_cache/components/swa.py
             # `_evict_device_next_node`): a node tombstoned while it still had a device child keeps
             # its Full slots when that child goes later in the same pass (the tombstone stays as a
-            # Full-only leaf). SWARadixCache would then delete it with its last child, which the
-            # choice of evicting it already covers.
+            # Full-only leaf). The pass stops once the SWA need is met, so that child went after the
+            # node alone was not enough (its length < the need). SWARadixCache would then delete it
+            # with its last child, which the choice of evicting it already covers.
             parent_kept = x.on("swa_tombstone_parent_kept")
             for a in range(K):
-                internal = x.or_(kids_any(stays, a), kids_any(went, a)) if parent_kept else kids_any(stays, a)
+                internal = kids_any(stays, a)
+                if parent_kept:
+                    internal = x.or_(internal, x.and_(kids_any(went, a), s.node_len[a] < swa_need))
                 ok_t = x.and_(swa_need > 0, dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), internal)
                 t[a] = x.choose_bool_when(f"tombstone[{a}]", ok_t)
     L = s.node_len

@@ -394,8 +394,9 @@ class RadixTree:
             for n in sorted(order, key=lambda m: (m.atom if m.atom is not None else 1 << 30)):
                 if n.value is None or n.swa_tombstone or n.swa_lock_ref > 0 or n.id in deleted:
                     continue
-                # UnifiedRadixCache's SWA pass may tombstone a node before it deletes its last child
-                kept = self.tombstone_parent_kept
+                # UnifiedRadixCache's SWA pass may tombstone a node before it deletes its last child,
+                # when the node alone does not meet the need
+                kept = self.tombstone_parent_kept and len(n) < swa_need
                 if any(k.value is not None and (kept or k.id not in deleted) for k in n.children):
                     if chooser.bool(f"tombstone[{n.atom}]"):
                         tomb.append(n)
