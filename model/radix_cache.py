@@ -436,7 +436,9 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         more_swa = x.or_(
             *[
                 x.or_(
-                    x.and_(elig[a], x.not_(d[a]), x.not_(tomb[a])),
+                    # a node tombstoned in this eviction holds no SWA any more, though it may be an
+                    # evictable Full-only leaf now (its last child went after it)
+                    x.and_(elig[a], x.not_(d[a]), x.not_(tomb[a]), x.not_(t[a])),
                     x.and_(dev[a], x.not_(tomb[a]), x.not_(slocked[a]), x.not_(d[a]), x.not_(t[a]),
                            kids_any(stays, a)),
                 )
