@@ -296,3 +296,28 @@ def test_swa_pass_tombstone_before_child_matches_sglang(version: str) -> None:
     assert len(passed) >= 2, [sr.line(o) for o in res["outcomes"]]
     for o in res["outcomes"]:
         assert o in passed or o.get("abstraction") == "eviction_superset", sr.line(o)
+
+
+def test_finding_1_state_frees_swa_slot_0_on_sglang_0_5_23() -> None:
+    """docs/findings.md finding 1, what follows it on SGLang's own scheduler: a request the chunk-cap
+    hatch left decoding on a cut prompt (kvmc's `prompt_prefilled` is violated after step 1) has a
+    `seqlen` (prompt + output) far past its KV, and the next decode's SWA release
+    (`maybe_evict_swa` -> `evict_sliding_windows(req, seqlen - 1)`) frees row entries that were never
+    written: SWA slot 0, the padding slot, goes to the free list twice. The walk (hybrid_swa_mixed,
+    `v0.5.23`, seed 864950491 of the 2,000-walk run) replays on 0.5.23 and SGLang's own SWA ledger is
+    no longer exact at step 2; kvmc, which releases from `kv_committed_len`, does not follow it there."""
+    from checker.traces import itf
+    from model.ops import Concrete
+    from model.system import System
+    from specs.properties import PROPERTIES
+
+    root = _root_with("0.5.23")
+    f = REPO / "tests" / "upstream" / "data" / "finding1_swa_release_slot0.itf.json"
+    t = itf.read(f)
+    x = System(t.cfg, t.design).ctx(Concrete(), t.params)
+    assert not PROPERTIES["prompt_prefilled"].holds(x, t.steps[0].state), \
+        "step 1 should be finding 1's state (a request decoding on a cut prompt)"
+    (o,) = sr.replay("0.5.23", [str(f)], root=root)["outcomes"]
+    assert o["status"] == sr.DIVERGED and o["step"] == 2, sr.line(o)
+    assert "ledger on SGLang's objects: exact" in o["table"][0], o["table"][0]
+    assert "ledger on SGLang's objects: NOT exact" in o["table"][1] and "owned twice: 0 by free+free" in o["table"][1], o["table"][1]
