@@ -421,7 +421,7 @@ class RadixTree:
 
         while freed_full < full_need or (self.hybrid and freed_swa < swa_need):
             if self.tombstone_parent_kept and freed_full >= full_need:
-                freed_swa += self._unified_swa_pass(swa_need - freed_swa, evictable)
+                self._unified_swa_pass(swa_need - freed_swa, evictable)
                 return
             cands = [n for n in self.nodes() if evictable(n)]
             if freed_full >= full_need:  # only SWA is short: leaves whose SWA is still held
@@ -448,12 +448,11 @@ class RadixTree:
                 self._tombstone(n)
                 freed_swa += len(n)
 
-    def _unified_swa_pass(self, swa_need: int, evictable: Callable[[TreeNode], bool]) -> int:
+    def _unified_swa_pass(self, swa_need: int, evictable: Callable[[TreeNode], bool]) -> None:
         """UnifiedRadixCache's SWA pass (0.5.21 unified_cache/components/swa.py
         `_evict_device_next_node`): walk the SWA-unlocked nodes holding SWA, least recently used
         first; an evictable leaf is deleted (its Full slots too), anything else is tombstoned, until
-        `swa_need` SWA tokens are freed. A tombstone left childless stays as a Full-only leaf.
-        Returns the SWA tokens freed."""
+        `swa_need` SWA tokens are freed. A tombstone left childless stays as a Full-only leaf."""
         freed = 0
         while freed < swa_need:
             cands = [n for n in self.nodes() if n.value is not None and not n.swa_tombstone and n.swa_lock_ref == 0]
@@ -465,7 +464,6 @@ class RadixTree:
                 self._delete(n)
             else:
                 self._tombstone(n)
-        return freed
 
     # -- insert -----------------------------------------------------------------------------------
     def insert(self, owner: int, tokens: Callable[[int, int], tuple[int, ...]], row: Callable[[int, int], torch.Tensor],

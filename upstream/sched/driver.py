@@ -241,7 +241,7 @@ def _sglang_eviction_allowed(trace: Any, before: State, picks: dict[str, Any], h
     f = h.forcing
     if _choice_difference(h, before, None) is None and sorted(f.tomb_rank) == sorted(set(f.tombstoned)):
         return False  # SGLang took the walk's eviction: the difference lies elsewhere
-    calls = [c for c in getattr(f, "calls", [(f.evicted, f.tombstoned)]) if c[0] or c[1]]
+    calls = [c for c in f.calls if c[0] or c[1]]
     if not calls:
         return False
     base = {k: v for k, v in picks.items() if not _EVICT_PICK.match(k)}
