@@ -252,8 +252,11 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
 
 
 def running_bs(x: Ctx, s: State) -> Any:
-    """`len(running_batch.reqs)`: the running requests and the finished ones not yet filtered."""
-    return x.sum(x.ite(x.or_(s.status[q] == RUNNING, s.unfiltered[q]), 1, 0) for q in range(x.cfg.num_reqs))
+    """`len(running_batch.reqs)`: the running requests and the finished ones not yet filtered. Both
+    count for one request slot of a streaming session whose finished turn's Req is still in the
+    batch while its next turn runs: they are two Req objects (session_controller.py makes a new Req
+    per turn)."""
+    return x.sum(x.ite(s.status[q] == RUNNING, 1, 0) + x.ite(s.unfiltered[q], 1, 0) for q in range(x.cfg.num_reqs))
 
 
 def allocatable_reqs(x: Ctx, s: State, ad: Adder) -> Any:

@@ -249,3 +249,50 @@ def test_a_turn_retracted_twice_leaves_its_session_on_0_5_23(newest: Path, tmp_p
     assert same["status"] == sr.PASSED and "every state matched" in same["message"], sr.line(same)
     # (its first departure is the bookkeeping of the first save, step 3: SGLang's req_nodes holds the turn)
     assert "every state matched" not in stays["message"] and "departs from the trace" in stays["message"], sr.line(stays)
+
+
+# -- the loop judge's documented abstractions (upstream/sched/driver.py, upstream/abstractions.py) ----------
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.parametrize("trace,step,name", [
+    # paged, v0.5.23, seed 439: the warm node evicted at step 3, request 0 re-inserts its tokens at step 7
+    ("warm_prefix_reinserted_paged", 7, "sharing_through_warm_prefix_only"),
+    # paged, v0.5.23, seed 1625: the same, in one SGLang node that spans the warm prefix and the request's own
+    ("warm_prefix_spanning_node_paged", 4, "sharing_through_warm_prefix_only"),
+    # hybrid_swa_mixed, v0.5.23, seed 864950491: finding 1's state at step 1, SGLang's SWA release past it
+    ("finding1_swa_release_slot0", 2, "after_violated_state"),
+])
+def test_loop_judge_names_the_documented_abstraction(newest: Path, trace: str, step: int, name: str) -> None:
+    """docs/conformance.md: a walk that departs from SGLang where a documented abstraction explains it is
+    counted under that abstraction, not as a disagreement (and only there: the same walks' earlier steps
+    match state for state)."""
+    from upstream import abstractions
+    from upstream.sched import replay as sr
+    from upstream.sched.loop_rows import Walk
+
+    (o,) = sr.replay(NEWEST, [str(DATA / f"{trace}.itf.json")], root=newest)["outcomes"]
+    assert o["status"] == sr.DIVERGED and o["step"] == step, sr.line(o)
+    assert o.get("abstraction") == name, sr.line(o)
+    label = f"step {step}: {o['field']} ({o['abstraction']})"
+    got = abstractions.match("event_loop/paged", Walk("paged", 0, step), [(label, o["sglang"], o["model"])],
+                             None, NEWEST)
+    assert got == name, (label, got)
+
+
+def test_a_decode_eviction_beside_a_full_batch_is_judged_on_0_5_11(sglang_root: Path) -> None:
+    """hybrid_swa_mixed, v0.5.11, seed 8663: with batch_is_full set on both sides no prefill runs, and the
+    decode's eviction differs (the walk tombstones a node past the SWA need a deletion already covered).
+    The skipped prefill is no difference (the walk skipped it too), so the eviction is judged: SGLang's own
+    eviction is one the model allows (`eviction_superset`)."""
+    from upstream.sched import replay as sr
+    from upstream.sched.replay import install_extras
+
+    if not _installed(sglang_root, "0.5.11"):
+        pytest.skip("SGLang 0.5.11 is not installed (.ci/run installs it)")
+    install_extras(sglang_root, say=lambda m: None)
+    (o,) = sr.replay("0.5.11", [str(DATA / "mixed_decode_eviction_superset_0_5_11.itf.json")],
+                     root=sglang_root)["outcomes"]
+    assert o["status"] == sr.DIVERGED and o["step"] == 9, sr.line(o)
+    assert o.get("abstraction") == "eviction_superset", sr.line(o)

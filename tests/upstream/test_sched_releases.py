@@ -321,3 +321,50 @@ def test_finding_1_state_frees_swa_slot_0_on_sglang_0_5_23() -> None:
     assert o["status"] == sr.DIVERGED and o["step"] == 2, sr.line(o)
     assert "ledger on SGLang's objects: exact" in o["table"][0], o["table"][0]
     assert "ledger on SGLang's objects: NOT exact" in o["table"][1] and "owned twice: 0 by free+free" in o["table"][1], o["table"][1]
+
+
+def _two_objects_walks(design: str, n: int = 20) -> list[str]:
+    """Random walks of `design` on sessions (seeds 0..2999), cut at the first step that admits with
+    a request waiting or arriving while the running batch is full only because a session turn runs beside its
+    finished previous turn's Req (`unfiltered`): two objects for one request slot."""
+    import tempfile
+
+    from checker.traces import itf
+    from checker.traces.walk import random_walk
+    from model.designs import PRESETS
+    from model.state import NEW, RUNNING, WAITING
+    from specs.configs import CONFIGS
+
+    cfg = CONFIGS["sessions"]
+    R = range(cfg.num_reqs)
+    out, tmp = [], Path(tempfile.mkdtemp(prefix="kvmc-twoobj-"))
+    for seed in range(3000):
+        t = random_walk(cfg, PRESETS[design], 8, seed)
+        prev = t.init
+        for k, st in enumerate(t.steps):
+            objs = sum(prev.status[r] == RUNNING for r in R) + sum(bool(u) for u in prev.unfiltered)
+            both = any(prev.status[r] == RUNNING and prev.unfiltered[r] for r in R)
+            waits = any(prev.status[q] == WAITING or (prev.status[q] == NEW and st.state.status[q] != NEW) for q in R)
+            if both and objs >= t.params.req_pool_size and waits:
+                t.steps = t.steps[:k + 1]
+                out.append(str(itf.write(tmp / f"twoobj{seed}.itf.json", t)))
+                break
+            prev = st.state
+        if len(out) == n:
+            break
+    return out
+
+
+@pytest.mark.parametrize("version", ["0.5.13", "0.5.22"])
+def test_finished_turn_and_next_turn_both_count_in_running_bs(version: str) -> None:
+    """docs/conformance.md, `event_loop/sessions` seed 1001: a streaming session's finished turn stays
+    in the running batch (unfiltered) while its next turn runs; they are two Req objects and both
+    count in `len(running_batch.reqs)`, so the PrefillAdder has one request row less. Walks in which
+    that happens before an admission follow SGLang's scheduler state for state (before the fix the
+    model counted the request slot once and admitted a request SGLang did not)."""
+    root = _root_with(version)
+    walks = _two_objects_walks("v" + version)
+    assert len(walks) >= 10, f"only {len(walks)} walks of v{version} admit beside a session's two Req objects"
+    res = sr.replay(version, walks, root=root)
+    for o in res["outcomes"]:
+        assert o["status"] == sr.PASSED and "every state matched" in o["message"], sr.line(o)

@@ -28,6 +28,7 @@ import traceback
 from typing import Any
 
 from model.state import (
+    EXTEND_BATCH,
     FIELD_NAMES,
     FINISHED,
     GHOST_FIELDS,
@@ -226,6 +227,57 @@ def _ownership_difference(x: Any, state: State, led: Any) -> tuple[str, Any, Any
 _EVICT_PICK = re.compile(r"^(.*)\.(evict|tombstone)\[(\d+)\]$")
 
 
+def _warm_prefix_relabelled(x: Any, model: State, real: State) -> bool:
+    """The documented `sharing_through_warm_prefix_only` at a state: the model's warm chain lost
+    atoms that SGLang has (the warm node was evicted, then a request whose prompt starts with those
+    tokens inserted them again), and moving those tokens from the head of one sharing request's
+    private chain back into the warm atoms makes the states equal. SGLang's abstraction maps a node
+    by its tokens, so the re-inserted warm tokens are the warm atom there; kvmc's insert puts them in
+    the request's own chain (model/config.py: requests share only through the warm prefix)."""
+    cfg = x.cfg
+    warm = [w for w in cfg.warm_chain() if model.node_len[w] == 0 and real.node_len[w] > 0]
+    if not warm:
+        return False
+    for r in range(cfg.num_reqs):
+        if not cfg.shares(r):
+            continue
+        lens, moved = list(model.node_len), {}
+        flags = {f: list(getattr(model, f)) for f in ("node_device", "node_host", "node_swa_tombstone")}
+        head = next((a for a in cfg.private_chain(r) if lens[a] > 0), None)
+        for w in warm:
+            if head is None or lens[head] < real.node_len[w]:
+                break
+            lens[w], lens[head] = real.node_len[w], lens[head] - real.node_len[w]
+            for f in flags:
+                flags[f][w] = flags[f][head]
+            if lens[head] == 0:
+                moved[head] = w
+                head = next((a for a in cfg.private_chain(r) if lens[a] > 0), None)
+        else:
+            def relabel(v: tuple) -> tuple:
+                return tuple(moved.get(a, a) for a in v)
+
+            m = model.set(node_len=tuple(lens), **{f: tuple(v) for f, v in flags.items()},
+                          last_node=relabel(model.last_node), swa_lock_top=relabel(model.swa_lock_top),
+                          slot_last_node=relabel(model.slot_last_node), slot_swa_lock_top=relabel(model.slot_swa_lock_top))
+            if first_difference(m, real, x) is None:
+                return True
+    return False
+
+
+def _warm_node_spans_reinsert(x: Any, model: State, error: str) -> bool:
+    """The same abstraction where the relabelling cannot apply: SGLang's node holds warm-prefix tokens
+    and request r's own (`mixes tokens of owners [-1, r]`: upstream/sched/abstraction.py), the model's
+    warm chain has lost an atom, and r shares the warm prefix: r inserted the evicted warm tokens
+    again together with its own in one node, which kvmc's atoms cannot express."""
+    m = re.search(r"mixes tokens of owners \[-1, (\d+)\]", error)
+    if m is None:
+        return False
+    r = int(m.group(1))
+    cfg = x.cfg
+    return r < cfg.num_reqs and cfg.shares(r) and any(model.node_len[w] == 0 for w in cfg.warm_chain()[:cfg.warm_atoms])
+
+
 def _sglang_eviction_allowed(trace: Any, before: State, picks: dict[str, Any], h: Any, real: State) -> bool:
     """Whether SGLang's step is one the model allows: the step's choices with the eviction picks
     replaced by the atoms SGLang evicted and tombstoned, run through the concrete model from the
@@ -295,6 +347,18 @@ def _kvmc_props(x: Any, state: State) -> str:
     bad = [name for name in ("no_prefill_oom", "no_decode_oom", "no_scheduler_assertion", "conservation", "busy_check_sound", "busy_check_complete")
            if name in PROPERTIES and not _holds(PROPERTIES[name], x, state)]
     return "all hold" if not bad else "violated: " + ", ".join(bad)
+
+
+# kvmc's properties whose violation leaves the scheduler's objects corrupt (a slot owned twice or by
+# nobody, a lock nobody owns, KV read that was never written): what either side does after such a
+# state is not a question of conformance (upstream/abstractions.py `after_violated_state`)
+BROKEN_STATE = ("conservation", "well_formed", "prompt_prefilled", "residency", "lock_ledger")
+
+
+def _prop(name: str) -> Any:
+    from specs.properties import PROPERTIES
+
+    return PROPERTIES[name]
 
 
 def _holds(prop: Any, x: Any, state: State) -> bool:
@@ -368,6 +432,7 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
                             detail=side_by_side(trace.init, real))
         led = real_ledger(h)
         prev = trace.init
+        broken: tuple[int, str] | None = None  # the first step whose state violates a BROKEN_STATE property
         for step, st in enumerate(trace.steps, 1):
             if st.action != "event_loop_iteration":
                 return _outcome(ERROR, step=step, message=f"state {step}: unknown action {st.action!r}")
@@ -387,20 +452,39 @@ def _reproduce(trace: Any, h: Any, label: str) -> dict[str, Any]:
             if d:
                 # a hint only: the model has batch_is_full (model/system.py::get_new_batch_prefill), so a
                 # skipped prefill it did not predict is a disagreement like any other
-                why = f"SGLang ran no prefill: {h.prefill_skipped}" if h.prefill_skipped else ""
+                # (only where the walk ran one: a pass both sides skipped explains nothing)
+                skipped = h.prefill_skipped and st.state.last_batch == EXTEND_BATCH
+                why = f"SGLang ran no prefill: {h.prefill_skipped}" if skipped else ""
                 abstraction = ""
                 if not why and _sglang_eviction_allowed(trace, before, st.picks, h, real):
                     abstraction = "eviction_superset"
                     why = ("the walk's eviction is one SGLang's LRU cannot take; SGLang's own is one the model allows "
                            "too (the model's eviction over-approximates LRU: model/radix_cache.py)")
+                elif not why and _warm_prefix_relabelled(x, st.state, real):
+                    abstraction = "sharing_through_warm_prefix_only"
+                    why = ("after the warm prefix was evicted a sharing request inserted those tokens again: SGLang's "
+                           "node is the warm prefix's, kvmc's is in the request's own chain (with that relabelled "
+                           "the states agree)")
+                elif broken is not None:
+                    abstraction = "after_violated_state"
+                    why = (f"{broken[1]} was violated at step {broken[0]}, a state SGLang reached too (it matched); "
+                           "neither side is compared past a violated state")
                 return _outcome(DIVERGED, step=step, field=d[0], model=d[1], sglang=d[2], steps=step, table=table,
                                 detail=side_by_side(st.state, real, x), message=why, abstraction=abstraction)
+            if broken is None:
+                bad = [n for n in BROKEN_STATE if not _holds(_prop(n), x, st.state)]
+                broken = (step, ", ".join(bad)) if bad else None
     except Unforceable as e:
         return _outcome(NOT_REPLAYABLE, step=step, message=f"step {step}: a choice cannot be forced on SGLang: {e}",
                         table=table)
     except AbstractionError as e:
+        abstraction, why = "", ""
+        if step and _warm_node_spans_reinsert(x, trace.steps[step - 1].state, str(e)):
+            abstraction = "sharing_through_warm_prefix_only"
+            why = ("after the warm prefix was evicted a sharing request inserted its tokens again in one node with "
+                   "its own: SGLang's node spans the warm prefix, kvmc's tree cannot (warm and private atoms)")
         return _outcome(DIVERGED, step=step, field="tree shape", model="expressible", sglang=str(e), steps=step,
-                        table=table)
+                        table=table, message=why, abstraction=abstraction)
     except Exception as e:  # noqa: BLE001 - SGLang raised where the model does not: a divergence, reported as such
         return _outcome(DIVERGED, step=step, field="sglang", model="(runs)", sglang=f"{type(e).__name__}: {e}",
                         message="SGLang raised", steps=step, table=table,

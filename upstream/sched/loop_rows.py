@@ -76,7 +76,7 @@ def run_walk(sc: Walk, design: Design) -> list[tuple[str, Any, Any]]:
         return [("replay", "follows the walk", "follows the walk")]
     if status == driver.DIVERGED:
         label = f"step {out['step']}: {out['field']}"
-        if out.get("abstraction") == "eviction_superset":
+        if out.get("abstraction"):  # a documented abstraction the replay recognised at that step
             label += f" ({out['abstraction']})"
         return [(label, out["sglang"], out["model"])]
     msg = out.get("message", "")
