@@ -88,6 +88,12 @@ class Config:
     # `--enable-mixed-chunk` (with chunked prefill; SGLang refuses it with speculative decoding): the
     # running batch decodes inside the prefill batch, and the adder reserves a token per running request
     mixed_chunk: bool = False
+    # `--disable-radix-cache` (with chunked prefill): ChunkCache / SWAChunkCache up to 0.5.21
+    # (mem_cache/chunk_cache.py), a disabled UnifiedRadixCache from 0.5.22 (mem_cache/registry.py): no
+    # prefix tree; a request matches nothing, a chunk's KV stays in its own row, a finished or
+    # retracted request frees its whole row, and with hybrid SWA each extend first releases the
+    # request's out-of-window SWA (`maybe_evict_swa`'s extend branch), see model/radix_cache.py
+    chunk_cache: bool = False
     explicit_bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -113,6 +119,12 @@ class Config:
         if self.mixed_chunk and (not self.chunked_prefill or self.spec is not None):
             problems.append(f"mixed_chunk needs chunked_prefill and no speculative decoding (SGLang's is_mixed_chunk), "
                             f"got chunked_prefill={self.chunked_prefill} spec={self.spec}")
+        if self.chunk_cache and (self.warm_atoms or self.streaming_sessions or self.hicache or self.spec is not None
+                                 or not self.chunked_prefill):
+            problems.append(f"chunk_cache needs chunked_prefill (SGLang builds ChunkCache only with it) and no warm prefix, "
+                            f"streaming sessions, HiCache or speculative decoding (none is modelled without a tree), got "
+                            f"chunked_prefill={self.chunked_prefill} warm_atoms={self.warm_atoms} "
+                            f"streaming_sessions={self.streaming_sessions} hicache={self.hicache} spec={self.spec}")
         for r in self.streaming_sessions:
             if not 0 <= r < self.num_reqs:
                 problems.append(f"streaming session slot {r} is not a request slot (0..{self.num_reqs - 1})")

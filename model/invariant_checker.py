@@ -66,7 +66,9 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
     ran = x.and_(s.last_batch != NO_BATCH, s.oom == OOM_NONE)  # the check after a crash never runs
     if cfg.spec is not None and cfg.spec.topk > 1 and not x.on("spec_topk_busy_check"):
         ran = False  # "speculative_eagle_topk > 1: skip the busy check" (warning, return)
-    crashed = x.and_(ran, True) if (cfg.hybrid_swa and x.variant("swa_busy_check") is None) else False
+    # v0.5.10.post1 calls evictable_size(), which SWARadixCache raises on and a chunk cache answers (0)
+    one_total = cfg.hybrid_swa and x.variant("swa_busy_check") is None
+    crashed = x.and_(ran, True) if (one_total and not cfg.chunk_cache) else False
     if x.on("busy_check_chunked_req"):  # _get_total_uncached_sizes adds scheduler.chunked_req (0.5.20:...invariant_checker.py:270-310)
         counted = [x.and_(x.or_(in_batches(x, s, r), s.status[r] == CHUNKED), holds_kv(x, s, r)) for r in range(R)]
     else:
@@ -110,7 +112,11 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
             U_F = U_F + x.ite(done, f, 0)
             U_S = U_S + x.ite(done, w, 0)
     cnt = counters(x, s)
-    full_sum = s.full_available + cnt.full_evictable + cnt.full_protected + H_F + U_F
+    # SWAChunkCache under v0.5.10.post1's check: `available_size()` is the SWA allocator's min(full, SWA)
+    # against max_total_num_tokens, the full pool's size (0.5.10.post1:managers/scheduler_runtime_checker_mixin.py:44-49,
+    # 209-247; mem_cache/swa_memory_pool.py:311-315)
+    avail = x.min(s.full_available, s.swa_available) if (one_total and cfg.chunk_cache) else s.full_available
+    full_sum = avail + cnt.full_evictable + cnt.full_protected + H_F + U_F
     full_ok = full_sum == x.p.full_tokens
     swa_ok: Any = True
     swa_sum: Any = 0
@@ -122,7 +128,7 @@ def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
             swa_ok = swa_sum == x.p.swa_tokens
     fired = x.and_(ran, x.not_(crashed), x.not_(x.and_(full_ok, swa_ok)))
     terms = dict(
-        available=s.full_available, evictable=cnt.full_evictable, protected=cnt.full_protected, session_held=H_F,
+        available=avail, evictable=cnt.full_evictable, protected=cnt.full_protected, session_held=H_F,
         uncached=U_F, sum=full_sum, total=x.p.full_tokens,
         swa_available=s.swa_available, swa_evictable=cnt.swa_evictable, swa_protected=cnt.swa_protected,
         swa_session_held=H_S, swa_uncached=U_S, swa_sum=swa_sum, swa_total=x.p.swa_tokens,

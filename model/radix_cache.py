@@ -171,6 +171,11 @@ def swa_release_bounds(x: Ctx, s: State, r: int, pre_len: Any) -> tuple[Any, Any
     v = x.variant("swa_release_threshold")
     if v is None:
         keep = W + ps
+    elif x.cfg.chunk_cache:
+        # no tree, so no tombstone leaf to keep a page for: the window alone from 0.5.14
+        # (0.5.18:mem_cache/common.py::free_swa_out_of_window_slots `is_chunk_cache`; 0.5.22+
+        # `not supports_prefix_sharing`), <= 0.5.13 as for a radix cache
+        keep = W
     elif v == "max_w_ps":
         keep = x.max(W, ps)
     else:
@@ -252,6 +257,9 @@ def match_prefix(x: Ctx, s: State, r: int, key_len: Any) -> MatchResult:
     the path has no tombstone, or at least W non-tombstone tokens after the last one. HiCache:
     evicted-but-backed-up nodes right after the device match are a host hit; the SWA part of the
     host hit is the host nodes met walking up from the best match until W tokens are covered."""
+    if x.cfg.chunk_cache:  # ChunkCache.match_prefix: always a miss
+        no = tuple(False for _ in range(x.cfg.num_atoms))
+        return MatchResult(0, ROOT, ROOT, 0, 0, no, no, 0, 0)
     K = x.cfg.num_atoms
     key = x.floor_page(key_len)
     hybrid = x.cfg.hybrid_swa
@@ -882,6 +890,10 @@ def cache_unfinished_req(x: Ctx, s: State, r: int, site: str) -> State:
     keeps the inserted path. With
     `swa_branching_insert` (v0.5.20) a request whose match recorded a branching point past P
     inserts only [0, branching) (and its window release is measured from there)."""
+    if x.cfg.chunk_cache:
+        # ChunkCache.cache_unfinished_req only records the row as the next chunk's prefix (kvmc: C);
+        # a disabled UnifiedRadixCache (0.5.22+) checkpoints nothing for an unfinished request
+        return s
     v = x.variant("unfinished_swa_release") if x.cfg.hybrid_swa else None
     C = s.kv_committed_len[r]
     s, last, owned, end, cut, held = _unfinished_insert(x, s, r, site)
@@ -935,6 +947,8 @@ def cache_finished_req(x: Ctx, s: State, r: int, is_insert: bool, site: str) -> 
     E = s.swa_evicted_seqlen[r] if x.cfg.hybrid_swa else 0
     held_from = x.max(P, E)  # the request's SWA slots start here
     end = x.floor_page(C)
+    # ChunkCache.cache_finished_req frees the row's committed KV: a finish is a retraction's free
+    is_insert = is_insert and not x.cfg.chunk_cache
     cut = _branch_cut(x, s, r) if is_insert else False
     if cut is not False:  # swa_branching_insert: only [0, branching) is cached, the rest freed
         end = x.ite(cut, s.swa_branching_seqlen[r], end)

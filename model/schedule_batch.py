@@ -113,7 +113,7 @@ def release_kv_cache(x: Ctx, s: State, r: int, is_insert: bool, site: str, abort
     "mem_cache/common.py::alloc_for_extend (ScheduleBatch.prepare_for_extend)",
     modifies=(
         "req_pool_available", "full_available", "swa_available", "node_len",
-        "node_device", "node_swa_tombstone", "kv_allocated_len", "kv_committed_len", "oom",
+        "node_device", "node_swa_tombstone", "kv_allocated_len", "kv_committed_len", "swa_evicted_seqlen", "oom",
     ),
 )
 def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tuple, fresh_slot: tuple) -> State:
@@ -124,6 +124,11 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
     evicting E + bs * ps. A None from the allocator is SGLang's "Prefill out of memory"."""
     R = x.cfg.num_reqs
     ps = x.ps
+    if x.cfg.chunk_cache and x.cfg.hybrid_swa:
+        # `maybe_evict_swa` first, whose extend branch runs only without a tree (ChunkCache; 0.5.22+ a cache
+        # without prefix sharing): each request's SWA below its prefix minus the window goes
+        for r in range(R):
+            s = x.branch(batch[r], lambda r=r: _evict_swa(x, s, r, prefix[r]), lambda: s)
     bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
     fresh = x.sum(x.ite(x.and_(batch[r], fresh_slot[r]), 1, 0) for r in range(R))
     slots_ok = fresh <= s.req_pool_available

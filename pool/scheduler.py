@@ -601,6 +601,8 @@ class Scheduler:
     # -- prefill ----------------------------------------------------------------------------------
     def match_prefix(self, req: Req) -> tuple[Match, Restored | None]:
         key_len = req.origin_input_len + req.output_len - 1
+        if self.cfg.chunk_cache:  # ChunkCache.match_prefix: always a miss (model/radix_cache.py::match_prefix)
+            return self.tree.match_prefix(self.tokens_of(req.rid), 0, req.rid, False), None
         m = self.tree.match_prefix(self.tokens_of(req.rid), key_len, req.rid, self.cfg.hicache)
         if self.hybrid and self.design.on("swa_branching_insert"):  # v0.5.20: past the SWA-valid boundary
             full = floor_page(m.full_hit, self.ps)
@@ -686,6 +688,9 @@ class Scheduler:
     def alloc_for_extend(self, ad: PrefillAdder, ch: Chooser) -> bool:
         ps = self.ps
         batch = [(self.reqs[r], a) for r, a in sorted(ad.can_run.items())]
+        if self.cfg.chunk_cache and self.hybrid:  # maybe_evict_swa's extend branch (model/schedule_batch.py)
+            for req, a in batch:
+                self.free_swa_out_of_window_slots(req, a.prefix)
         fresh = sum(1 for _r, a in batch if a.fresh)
         if fresh > self.req_pool.available_size():
             self.oom = OOM_REQ_SLOTS
@@ -782,6 +787,8 @@ class Scheduler:
         `unfinished_swa_release` the out-of-window SWA goes first (pre_len = C - 1) and the insert
         gets that E; `rematch` then takes P and the lock node from a match of the inserted key
         (and points the row at the tree only that far, as SGLang writes `new_indices[P:]`)."""
+        if self.cfg.chunk_cache:  # the row is the next chunk's prefix; nothing is inserted
+            return
         C = req.kv_committed_len
         cut = self._branch_cut(req)  # swa_branching_insert: the key stops at the branching point
         key_len = req.swa_branching_seqlen if cut else C
@@ -834,6 +841,7 @@ class Scheduler:
         ps = self.ps
         C, P = req.kv_committed_len, req.cache_protected_len
         end = floor_page(C, ps)
+        is_insert = is_insert and not self.cfg.chunk_cache  # ChunkCache frees the committed KV
         if is_insert and self._branch_cut(req):  # swa_branching_insert: only [0, branching) is cached
             end = req.swa_branching_seqlen
         owned = P
@@ -987,6 +995,8 @@ class Scheduler:
         v = self.design.variant("swa_release_threshold")
         if v is None:
             return W + ps
+        if self.cfg.chunk_cache:  # no tree: the window alone (model/radix_cache.py::swa_release_bounds)
+            return W
         if v == "max_w_ps":
             return max(W, ps)
         return ceil_page(max(W, ps), ps)
@@ -1175,8 +1185,11 @@ class Scheduler:
             return BusyCheck(False, False, False)
         variant = self.design.variant("swa_busy_check")
         tree = self.tree
+        one_total = self.hybrid and variant is None and cfg.chunk_cache  # SWAChunkCache answers 0; min(full, SWA) free
         try:
-            if variant is None:  # v0.5.10.post1: the generic accessors
+            if one_total:
+                evictable, protected = 0, 0
+            elif variant is None:  # v0.5.10.post1: the generic accessors
                 evictable, protected = tree.evictable_size(), tree.protected_size()
             else:
                 evictable, protected = tree.full_evictable_size(), tree.full_protected_size()
@@ -1214,9 +1227,11 @@ class Scheduler:
                 continue
             h_f += f
             h_s += w
-        full_sum = self.alloc.full_available_size() + evictable + protected + h_f + u_f
+        avail = min(self.alloc.full_available_size(), self.alloc.swa_available_size()) if one_total \
+            else self.alloc.full_available_size()
+        full_sum = avail + evictable + protected + h_f + u_f
         ok = full_sum == self.p.full_tokens
-        terms = dict(available=self.alloc.full_available_size(), evictable=evictable, protected=protected,
+        terms = dict(available=avail, evictable=evictable, protected=protected,
                      session_held=h_f, uncached=u_f, sum=full_sum, total=self.p.full_tokens)
         if self.hybrid:
             swa_sum = (self.alloc.swa_available_size() + tree.swa_evictable_size() + tree.swa_protected_size() + h_s + u_s)

@@ -335,6 +335,30 @@ CONFIGS: dict[str, Config] = {
                              "input_len": (1, 6), "max_new_tokens": (1, 4), "chunked_prefill_size": (3, 4),
                              "max_prefill_tokens": (16, 16)},
         ),
+        Config(
+            name="hybrid_swa_chunk_cache",
+            doc="hybrid SWA without a prefix tree (--disable-radix-cache: SWAChunkCache up to 0.5.21, a disabled "
+                "UnifiedRadixCache from 0.5.22), page_size 1, chunked prefill, two requests",
+            num_reqs=2,
+            page_size=1,
+            hybrid_swa=True,
+            chunked_prefill=True,
+            chunk_cache=True,
+            private_atoms=1,  # no node is ever made (the tree stays empty)
+            bounds={
+                "full_tokens": (4, 32),
+                "swa_tokens": (4, 32),
+                "sliding_window_size": (1, 8),
+                "input_len": (1, 12),
+                "max_new_tokens": (1, 4),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (12, 12), "swa_tokens": (6, 8), "sliding_window_size": (2, 2),
+                             "input_len": (1, 6), "max_new_tokens": (1, 2), "chunked_prefill_size": (3, 4),
+                             "max_prefill_tokens": (16, 16)},
+        ),
     ]
 }
 

@@ -311,7 +311,8 @@ def request_rows(x: Ctx, s: State) -> Any:
     `unfinished_swa_release` its stashes release SWA below E' <= floor(C) and (`path`) set
     P := floor(C): E <= P (the `rematch` variant can end P short of E': then the lemma is false and
     not used). A request that has not arrived yet has inserted nothing: its private chain is empty
-    (only r inserts into it)."""
+    (only r inserts into it). Without a tree (`chunk_cache`) each extend first releases the request's
+    out-of-window SWA, a chunked one's too: its E is within its C."""
     c = []
     for r in range(x.cfg.num_reqs):
         st = s.status[r]
@@ -319,7 +320,9 @@ def request_rows(x: Ctx, s: State) -> Any:
         c.append(x.implies(idle, x.and_(s.kv_allocated_len[r] == 0, s.kv_committed_len[r] == 0,
                                         s.cache_protected_len[r] == 0, s.swa_evicted_seqlen[r] == 0)))
         if x.cfg.slot_of(r) is None:
-            if x.cfg.hybrid_swa and x.on("unfinished_swa_release"):
+            if x.cfg.chunk_cache:  # each extend releases the chunked request's out-of-window SWA (P = 0)
+                c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] <= s.kv_committed_len[r]))
+            elif x.cfg.hybrid_swa and x.on("unfinished_swa_release"):
                 c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] <= s.cache_protected_len[r]))
             else:
                 c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] == 0))
@@ -335,7 +338,10 @@ def private_chains(x: Ctx, s: State) -> Any:
     needs its prefill has a chain no longer than its fill minus one (the chain ends at or before
     an earlier C, and a running C is fill - 1). Between its chunks a chunked request's tree part is
     its whole floor(C). With HiCache only the length bounds: an evicted node of the chain stays on
-    the host, off the lock path, but it still holds tokens the request inserted from its own C."""
+    the host, off the lock path, but it still holds tokens the request inserted from its own C.
+    Without a tree (`chunk_cache`) no node exists and every P is 0."""
+    if x.cfg.chunk_cache:  # no tree: no node ever exists, no request holds a tree part
+        return x.and_(*[n == 0 for n in s.node_len], *[p == 0 for p in s.cache_protected_len])
     c = []
     hic = x.cfg.hicache
     for r in range(x.cfg.num_reqs):

@@ -206,11 +206,17 @@ def _some_running(x: Ctx, s: State) -> Any:
 
 def _request_and_tree(x: Ctx, s: State) -> Any:
     L = ledger(x, s)
+    if x.cfg.chunk_cache:  # no tree: two requests hold full-pool tokens, one with its window partly released
+        return x.and_(*[s.kv_allocated_len[r] > 0 for r in range(x.cfg.num_reqs)],
+                      x.or_(*[s.swa_evicted_seqlen[r] > 0 for r in range(x.cfg.num_reqs)]) if x.cfg.hybrid_swa else True)
     return x.and_(L.full_tree > 0, L.full_reqs > 0)
 
 
 def _busy_nontrivial(x: Ctx, s: State) -> Any:
     b = self_check_during_busy(x, s)
+    if x.cfg.chunk_cache:  # no tree: the check counts uncached tokens of a request whose window was partly released
+        released = x.or_(*[s.swa_evicted_seqlen[r] > 0 for r in range(x.cfg.num_reqs)]) if x.cfg.hybrid_swa else True
+        return x.and_(b.ran, b.terms["uncached"] > 0, released)
     return x.and_(b.ran, b.terms["uncached"] > 0, b.terms["evictable"] + b.terms["protected"] > 0)
 
 
@@ -267,6 +273,9 @@ def _residency(x: Ctx, s: State) -> Any:
 
 
 def _reads_prefix(x: Ctx, s: State) -> Any:
+    if x.cfg.chunk_cache:  # no tree: a request reads its own row, past a released part of its window
+        return x.or_(*[x.and_(holds_kv(x, s, r), s.swa_evicted_seqlen[r] > 0) for r in range(x.cfg.num_reqs)]) \
+            if x.cfg.hybrid_swa else x.or_(*[holds_kv(x, s, r) for r in range(x.cfg.num_reqs)])
     return x.or_(*[x.and_(holds_kv(x, s, r), s.cache_protected_len[r] > 0) for r in range(x.cfg.num_reqs)])
 
 
@@ -361,6 +370,8 @@ def _decode_mem_checked(x: Ctx, s: State) -> Any:
 
 def _idle_after_serving(x: Ctx, s: State) -> Any:
     served = x.or_(*[s.status[r] == FINISHED for r in range(x.cfg.num_reqs)])
+    if x.cfg.chunk_cache:  # no tree to hold tokens: idle after serving
+        return x.and_(is_fully_idle(x, s), served)
     return x.and_(is_fully_idle(x, s), served, radix_cache.tree_tokens(x, s)[0] > 0)
 
 
@@ -388,7 +399,8 @@ PROPERTIES: dict[str, Property] = {
             "the ownership ledger is exact in every pool: no leaked slot, no slot freed or owned twice",
             _conservation,
             _request_and_tree,
-            "a request and the tree both hold full-pool tokens",
+            "a request and the tree both hold full-pool tokens (without a tree: both requests hold KV, a window "
+            "partly released)",
             _conservation_conjuncts,
         ),
         Property(
@@ -396,14 +408,14 @@ PROPERTIES: dict[str, Property] = {
             "SGLang's busy check neither fires nor crashes while the ledger says nothing leaked (no false alarm)",
             _busy_check_sound,
             _busy_nontrivial,
-            "the busy check ran with uncached and tree tokens",
+            "the busy check ran with uncached and tree tokens (without a tree: uncached tokens, a window partly released)",
         ),
         Property(
             "busy_check_complete",
             "whenever the ledger shows a leak after a batch ran, SGLang's busy check fires (no missed leak)",
             _busy_check_complete,
             _busy_nontrivial,
-            "the busy check ran with uncached and tree tokens",
+            "the busy check ran with uncached and tree tokens (without a tree: uncached tokens, a window partly released)",
         ),
         Property(
             "well_formed",
@@ -427,7 +439,7 @@ PROPERTIES: dict[str, Property] = {
             "SWA from no later than the window)",
             _residency,
             _reads_prefix,
-            "a request holding KV reads a cached prefix (P > 0)",
+            "a request holding KV reads a cached prefix (P > 0; without a tree: its own row past a released window)",
         ),
         Property(
             "lock_ledger",
@@ -436,6 +448,8 @@ PROPERTIES: dict[str, Property] = {
             _lock_ledger,
             _holds_lock,
             "a request holds a tree lock",
+            applies=lambda cfg: not cfg.chunk_cache,
+            applies_meaning="configs with a prefix tree (not --disable-radix-cache: no lock exists)",
         ),
         Property(
             "idle_check_sound",
@@ -443,7 +457,7 @@ PROPERTIES: dict[str, Property] = {
             "and the lock ledger are exact (no false alarm)",
             _idle_check_sound,
             _idle_after_serving,
-            "the server is idle after serving a request, with tokens in the tree",
+            "the server is idle after serving a request, with tokens in the tree (without a tree: idle after serving)",
         ),
         Property(
             "idle_check_complete",
@@ -451,7 +465,7 @@ PROPERTIES: dict[str, Property] = {
             "(no missed leak)",
             _idle_check_complete,
             _idle_after_serving,
-            "the server is idle after serving a request, with tokens in the tree",
+            "the server is idle after serving a request, with tokens in the tree (without a tree: idle after serving)",
         ),
         Property(
             "request_bounds",
@@ -488,6 +502,8 @@ PROPERTIES: dict[str, Property] = {
             _request_kv_in_tree,
             "a request's KV went into the tree",
             _no_scheduler_assertion_conjuncts,
+            applies=lambda cfg: not cfg.chunk_cache,
+            applies_meaning="configs with a prefix tree (not --disable-radix-cache: nothing is inserted)",
         ),
     ]
 }

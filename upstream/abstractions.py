@@ -192,12 +192,15 @@ ABSTRACTIONS.append(Abstraction(
     "and free_swa drops SWA index 0 (0.5.11:mem_cache/swa_memory_pool.py:463-467). kvmc gives the request phantom "
     "KV instead (kv_allocated_len = kv_committed_len = fill, from no pool; model/system.py::stash_chunked_req): "
     "the tree holds tokens no pool handed out in both, but the lengths, the pool sizes and the ownership differ "
-    "afterwards (diagnosed in session 31: about half of the page-4 walks with a phantom stash differ).",
+    "afterwards (diagnosed in session 31: about half of the page-4 walks with a phantom stash differ). Without a "
+    "tree (SWAChunkCache, `hybrid_swa_chunk_cache`) the stash makes those never-written entries the next chunk's "
+    "prefix: SGLang's lengths move at that 0-token extend, kvmc's at the stash, and kvmc's conservation is violated "
+    "a step before SGLang's row holds the unwritten slot.",
     "conservation and the busy-check properties on v0.5.11's hybrid configs, which the phantom stash itself "
     "already breaks in both (docs/findings.md section 2, `kvmc check --design v0.5.11 --config hybrid_swa "
     "--property conservation`, depth 4, reproduced on SGLang 0.5.11): a verdict after it is about a state SGLang "
     "reaches only through that bug",
-    ("event_loop/swa", "event_loop/swa_page4", "event_loop/swa_mixed"),
+    ("event_loop/swa", "event_loop/swa_page4", "event_loop/swa_mixed", "event_loop/swa_chunk_cache"),
     _after_phantom_stash,
 ))
 

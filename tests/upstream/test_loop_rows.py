@@ -296,3 +296,19 @@ def test_a_decode_eviction_beside_a_full_batch_is_judged_on_0_5_11(sglang_root: 
                      root=sglang_root)["outcomes"]
     assert o["status"] == sr.DIVERGED and o["step"] == 9, sr.line(o)
     assert o.get("abstraction") == "eviction_superset", sr.line(o)
+
+
+@pytest.mark.parametrize("version", ["0.5.13", NEWEST])
+def test_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) -> None:
+    """`--disable-radix-cache` with hybrid SWA (SWAChunkCache on 0.5.13, a disabled UnifiedRadixCache on
+    0.5.23): the model's walks of `hybrid_swa_chunk_cache` follow SGLang's scheduler state for state
+    (no tree, the extend's SWA release, the finish freeing the whole row, SGLang's busy check)."""
+    from upstream.sched.replay import install_extras
+
+    if not _installed(sglang_root, version):
+        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
+    install_extras(sglang_root, say=lambda m: None)
+    out = conform.run([version], rows=("event_loop/swa_chunk_cache",), examples=EXAMPLES, seed=0, root=sglang_root,
+                      jobs=1)
+    r = _row(out, "event_loop/swa_chunk_cache")
+    assert r["disagreed"] == 0 and r["errored"] == 0 and r["agreed"] == r["scenarios"], r

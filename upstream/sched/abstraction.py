@@ -52,6 +52,16 @@ class AbstractionError(RuntimeError):
     """The real state has a shape the model cannot express."""
 
 
+class _NoTree:
+    """The root of a cache without a tree: no children."""
+
+    children: dict = {}
+    id = "none"
+
+
+_NO_TREE = _NoTree()
+
+
 class TreeView:
     """One reading of SGLang's tree nodes across its caches: `RadixCache` / `SWARadixCache` (a node
     holds `value`, `host_value`, `lock_ref` or `full_lock_ref` / `swa_lock_ref`, `swa_tombstone`,
@@ -65,6 +75,9 @@ class TreeView:
         self.hybrid = hybrid
         self.unified = hasattr(tree, "tree_components") and hasattr(tree, "components")
         self.core = getattr(tree, "tree_core", tree)  # 0.5.18+: the tree core owns the tree's state
+        # ChunkCache / SWAChunkCache (`--disable-radix-cache` up to 0.5.21) have no tree at all; from
+        # 0.5.22 the option builds a disabled UnifiedRadixCache, whose root stays childless
+        self.treeless = not hasattr(self.core, "root_node")
         if self.unified:
             by_name = {ct.name: ct for ct in tree.tree_components}
             self.FULL = by_name["FULL"]
@@ -72,7 +85,7 @@ class TreeView:
 
     @property
     def root(self) -> Any:
-        return self.core.root_node
+        return _NO_TREE if self.treeless else self.core.root_node
 
     def resolve(self, handle: Any) -> Any:
         """A request's lock node: a NodeId from 0.5.18's UnifiedRadixCache, else the node."""
@@ -124,6 +137,10 @@ class TreeView:
     def counters(self) -> tuple[int, int, int, int]:
         """SGLang's own full/SWA evictable and protected counters."""
         t = self.core
+        if self.treeless:  # the cache's own answers (BasePrefixCache: 0)
+            if self.hybrid:
+                return t.full_evictable_size(), t.full_protected_size(), t.swa_evictable_size(), t.swa_protected_size()
+            return t.evictable_size(), t.protected_size(), 0, 0
         if self.unified:
             ev, pr = t.component_evictable_size_, t.component_protected_size_
             if self.hybrid:

@@ -313,7 +313,7 @@ class RealScheduler:
             "device": "cpu", "max_prefill_tokens": p.max_prefill_tokens,
             "chunked_prefill_size": p.chunked_prefill_size if cfg.chunked_prefill else -1,
             "max_running_requests": p.req_pool_size, "skip_tokenizer_init": True, "enable_streaming_session": bool(cfg.streaming_sessions),
-            "schedule_policy": "fcfs", "disable_radix_cache": False, "random_seed": 0,
+            "schedule_policy": "fcfs", "disable_radix_cache": bool(getattr(cfg, "chunk_cache", False)), "random_seed": 0,
             "enable_mixed_chunk": bool(getattr(cfg, "mixed_chunk", False)),
         }
         if cfg.hicache:  # the host tier: plain CPU tensors, the direct (row copy) transfer, write-through
