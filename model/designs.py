@@ -104,6 +104,15 @@ FIXES: dict[str, Fix] = {
         ),
         # -- radix cache / SWA window (issue 27; model/radix_cache.py, schedule_batch._evict_swa) --
         Fix(
+            "swa_release_page_margin",
+            22470,
+            "",
+            "v0.5.11",
+            "ScheduleBatch._evict_swa keeps a page more than the window: E' = floor_page(max(E, pre_len - W - page_size)), "
+            "so the frontier never reaches the insert boundary floor_page(seq_len) (a chunk cache too, up to 0.5.13)",
+            off="E' = floor_page(max(E, pre_len - W)) (0.5.10.post1:managers/schedule_batch.py::_evict_swa)",
+        ),
+        Fix(
             "swa_release_threshold",
             29860,
             "",
@@ -111,7 +120,7 @@ FIXES: dict[str, Fix] = {
             "free_swa_out_of_window_slots keeps max(W, page_size) tokens: E' = floor_page(max(E, pre_len - max(W, ps))); "
             "variant ceil_max_w_ps is v0.5.23 (PR not identified): pre_len - ceil_page(max(W, ps))",
             variants=("max_w_ps", "ceil_max_w_ps"),
-            off="page_margin (<= v0.5.14): E' = floor_page(max(E, pre_len - W - page_size))",
+            off="page_margin (v0.5.11-v0.5.14, #22470 `swa_release_page_margin`): E' = floor_page(max(E, pre_len - W - page_size))",
         ),
         Fix(
             "swa_leaf_window_cap",
@@ -555,6 +564,7 @@ def _preset(name: str, on: dict[str, str]) -> Design:
 
 
 _V0511 = {
+    "swa_release_page_margin": "on",  # #22470
     "admission_page_reserve": "on",
     "swa_extend_exact_pages": "on",
     "uncached_skips_released_req": "on",

@@ -163,14 +163,15 @@ def swa_release_bounds(x: Ctx, s: State, r: int, pre_len: Any) -> tuple[Any, Any
     `ScheduleBatch._evict_swa`): request r's SWA cursor E is first raised to
     `cache_protected_len` (the tree owns [0, P); nothing is freed for it), then the slots
     [E, E') that slid out of the window go, with E' = floor_page(max(E, pre_len - keep)). `keep`
-    is the `swa_release_threshold` variant: W + page_size (off, <= v0.5.14), max(W, page_size)
+    is the `swa_release_threshold` variant: W + page_size (off, v0.5.11-v0.5.14; W alone before #22470,
+    `swa_release_page_margin`), max(W, page_size)
     (#29860, v0.5.15.post1-v0.5.22), ceil_page(max(W, page_size)) (v0.5.23). Returns (E, E').
     `swa_evict_floor` (prefill-aware SWA) is not modelled: it is 0, so the floor is P."""
     W, ps = x.p.sliding_window_size, x.ps
     E = x.max(s.swa_evicted_seqlen[r], s.cache_protected_len[r])
     v = x.variant("swa_release_threshold")
     if v is None:
-        keep = W + ps
+        keep = W + ps if x.on("swa_release_page_margin") else W
     elif x.cfg.chunk_cache:
         # no tree, so no tombstone leaf to keep a page for: the window alone from 0.5.14
         # (0.5.18:mem_cache/common.py::free_swa_out_of_window_slots `is_chunk_cache`; 0.5.22+

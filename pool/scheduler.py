@@ -994,7 +994,7 @@ class Scheduler:
         W, ps = self.p.sliding_window_size, self.ps
         v = self.design.variant("swa_release_threshold")
         if v is None:
-            return W + ps
+            return W + ps if self.design.on("swa_release_page_margin") else W
         if self.cfg.chunk_cache:  # no tree: the window alone (model/radix_cache.py::swa_release_bounds)
             return W
         if v == "max_w_ps":

@@ -57,6 +57,9 @@ FINDINGS: list[tuple[str, ...]] = [
     ("v0.5.10.post1", "sessions", "busy_check_sound", "--engine", "explicit"),
     ("v0.5.13", "hybrid_swa_mixed", "no_decode_oom"),  # finding 9: a chunk takes the mixed decode's SWA slots (CI replays it on 0.5.13)
     ("v0.5.21", "hybrid_swa_mixed", "no_decode_oom"),  # finding 9 on the last release without 0.5.22's decode check
+    # finding 10: without a radix cache the busy check misses a parked chunked request's KV (CI replays it on 0.5.13)
+    ("v0.5.13", "hybrid_swa_chunk_cache", "busy_check_sound"),
+    ("v0.5.19", "hybrid_swa_chunk_cache", "busy_check_sound"),  # the last release before #37502
 ]
 
 

@@ -288,7 +288,7 @@ def read(path: str | Path, check: bool = True, warn: bool = True) -> Trace:
 
 # Design flags added after traces were checked in, with the variant every design had before (the
 # model behaved so): a trace without the flag reads as one with it at that variant.
-LATER_FIXES = {"uncached_skips_released_req": "on"}
+LATER_FIXES = {"uncached_skips_released_req": "on", "swa_release_page_margin": "on"}
 
 # State fields added after traces were checked in, with the value they had in every state before
 # (the feature did not exist): a trace without them reads as one with them at that value.

@@ -298,11 +298,13 @@ def test_a_decode_eviction_beside_a_full_batch_is_judged_on_0_5_11(sglang_root: 
     assert o.get("abstraction") == "eviction_superset", sr.line(o)
 
 
-@pytest.mark.parametrize("version", ["0.5.13", NEWEST])
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13", NEWEST])
 def test_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) -> None:
-    """`--disable-radix-cache` with hybrid SWA (SWAChunkCache on 0.5.13, a disabled UnifiedRadixCache on
-    0.5.23): the model's walks of `hybrid_swa_chunk_cache` follow SGLang's scheduler state for state
-    (no tree, the extend's SWA release, the finish freeing the whole row, SGLang's busy check)."""
+    """`--disable-radix-cache` with hybrid SWA (SWAChunkCache on 0.5.10.post1 and 0.5.13, a disabled
+    UnifiedRadixCache on 0.5.23): the model's walks of `hybrid_swa_chunk_cache` follow SGLang's scheduler
+    state for state (no tree, the extend's SWA release, without #22470's page margin on 0.5.10.post1,
+    the finish freeing the whole row, SGLang's busy check; 0.5.10.post1's decode release timing is the
+    documented `swa_evict_timing`)."""
     from upstream.sched.replay import install_extras
 
     if not _installed(sglang_root, version):
@@ -311,4 +313,6 @@ def test_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) -> Non
     out = conform.run([version], rows=("event_loop/swa_chunk_cache",), examples=EXAMPLES, seed=0, root=sglang_root,
                       jobs=1)
     r = _row(out, "event_loop/swa_chunk_cache")
-    assert r["disagreed"] == 0 and r["errored"] == 0 and r["agreed"] == r["scenarios"], r
+    assert r["disagreed"] == 0 and r["errored"] == 0, r
+    assert set(r["abstractions"]) <= ({"swa_evict_timing"} if version == "0.5.10.post1" else set()), r
+    assert r["agreed"] >= EXAMPLES * 9 // 10, r
