@@ -50,6 +50,10 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "hybrid_swa_mixed": (dict(full_tokens=(17, 17), swa_tokens=(7, 7), sliding_window_size=(1, 1),
                               chunked_prefill_size=(5, 5), input_len=(1, 1), max_new_tokens=(2, 2),
                               max_prefill_tokens=(8, 8)), 2),
+    # finding 10's point (a chunk parked by #23174 beside a finishing decode) at depth 3
+    "hybrid_swa_chunk_cache": (dict(full_tokens=(11, 11), swa_tokens=(5, 5), sliding_window_size=(1, 1),
+                                    chunked_prefill_size=(2, 2), input_len=(1, 4), max_new_tokens=(1, 2),
+                                    max_prefill_tokens=(8, 8)), 3),
 }
 
 CASES = [(c, group) for c in CONFIGS for group in equivalent_designs(CONFIGS[c])]

@@ -165,6 +165,12 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
             else:
                 assert o["status"] == sr.REPRODUCED, sr.line(o)
                 assert f"no_decode_oom violated on SGLang {version} at step 2" in sr.line(o), sr.line(o)
+        elif f.endswith("/hybrid_swa_chunk_cache/busy_check_sound.itf.json"):  # findings #10: #37502 (0.5.20) counts
+            if version == "0.5.19":  # the parked chunked request's KV
+                assert o["status"] == sr.REPRODUCED, sr.line(o)
+                assert "busy_check_sound violated on SGLang 0.5.19 at step 3" in sr.line(o), sr.line(o)
+            else:
+                assert (o["status"], o["step"], o["field"]) == (sr.DIVERGED, 3, "busy_check.fired"), sr.line(o)
         elif f == "v0.5.23/sessions/progress.itf.json":  # findings #7 (#37583, open): 0.5.12.post1 on
             assert o["status"] == sr.REPRODUCED, sr.line(o)
             assert f"progress violated on SGLang {version}: the loop" in sr.line(o), sr.line(o)
