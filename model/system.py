@@ -12,8 +12,9 @@ running, check decode memory (retracting if needed) and run one decode step; and
 batch ran, for the busy check that follows (model/invariant_checker.py). An allocation failure
 is SGLang's RuntimeError: the scheduler dies and nothing follows.
 
-Not modelled: the overlap loop, mixed chunk, PD disaggregation, DP attention, aborts, EOS (a
-request stops at max_new_tokens, which is itself symbolic), the idle-time check.
+Not modelled: the overlap loop, PD disaggregation, DP attention, aborts (an over-long prompt's
+rejection at arrival included: docs/releases.md §D), EOS (a request stops at max_new_tokens, which is
+itself symbolic).
 """
 
 from __future__ import annotations
