@@ -204,19 +204,22 @@ def _some_running(x: Ctx, s: State) -> Any:
     return x.or_(*[s.status[r] == RUNNING for r in range(x.cfg.num_reqs)])
 
 
+def _window_released(x: Ctx, s: State) -> Any:
+    """Some request released part of its SWA window (True without hybrid SWA)."""
+    return x.or_(*[s.swa_evicted_seqlen[r] > 0 for r in range(x.cfg.num_reqs)]) if x.cfg.hybrid_swa else True
+
+
 def _request_and_tree(x: Ctx, s: State) -> Any:
     L = ledger(x, s)
     if x.cfg.chunk_cache:  # no tree: two requests hold full-pool tokens, one with its window partly released
-        return x.and_(*[s.kv_allocated_len[r] > 0 for r in range(x.cfg.num_reqs)],
-                      x.or_(*[s.swa_evicted_seqlen[r] > 0 for r in range(x.cfg.num_reqs)]) if x.cfg.hybrid_swa else True)
+        return x.and_(*[s.kv_allocated_len[r] > 0 for r in range(x.cfg.num_reqs)], _window_released(x, s))
     return x.and_(L.full_tree > 0, L.full_reqs > 0)
 
 
 def _busy_nontrivial(x: Ctx, s: State) -> Any:
     b = self_check_during_busy(x, s)
     if x.cfg.chunk_cache:  # no tree: the check counts uncached tokens of a request whose window was partly released
-        released = x.or_(*[s.swa_evicted_seqlen[r] > 0 for r in range(x.cfg.num_reqs)]) if x.cfg.hybrid_swa else True
-        return x.and_(b.ran, b.terms["uncached"] > 0, released)
+        return x.and_(b.ran, b.terms["uncached"] > 0, _window_released(x, s))
     return x.and_(b.ran, b.terms["uncached"] > 0, b.terms["evictable"] + b.terms["protected"] > 0)
 
 
