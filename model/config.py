@@ -94,6 +94,15 @@ class Config:
     # retracted request frees its whole row, and with hybrid SWA each extend first releases the
     # request's out-of-window SWA (`maybe_evict_swa`'s extend branch), see model/radix_cache.py
     chunk_cache: bool = False
+    # request slots whose prompt is over-long: `handle_generate_request` clips its max_new_tokens with
+    # the long prompt (`init_req_max_new_tokens`), then `validate_input_length` finds it at least
+    # max_req_input_len and `Req.set_finish_with_abort` turns it into the one-token prompt [0] that
+    # finishes at its prefill's result (`to_finish`), every release. A config with such a slot
+    # validates every prompt as SGLang does with the pool below the context length: max_req_len =
+    # T - 1, max_req_input_len = T - 6 (managers/tp_worker.py). Without one, kvmc leaves out the
+    # validation (small pools would reject every prompt of 2 tokens or more). At most one slot: two
+    # aborted prompts are both [0] and share a tree node, which kvmc's private chains cannot hold
+    over_long: tuple[int, ...] = ()
     explicit_bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -125,6 +134,13 @@ class Config:
                             f"streaming sessions, HiCache or speculative decoding (none is modelled without a tree), got "
                             f"chunked_prefill={self.chunked_prefill} warm_atoms={self.warm_atoms} "
                             f"streaming_sessions={self.streaming_sessions} hicache={self.hicache} spec={self.spec}")
+        if self.over_long and (len(self.over_long) > 1 or not 0 <= self.over_long[0] < self.num_reqs
+                               or self.over_long[0] in self.streaming_sessions or self.shares(self.over_long[0])):
+            problems.append(f"over_long={self.over_long} must be one request slot (0..{self.num_reqs - 1}) that is not a "
+                            f"streaming session's and does not share the warm prefix (its prompt becomes [0])")
+        if self.over_long and self.bound("full_tokens")[0] < 7:
+            problems.append(f"over_long needs full_tokens >= 7 (SGLang asserts max_req_input_len = T - 6 > 0, "
+                            f"'Memory pool size is too small'), got bounds {self.bound('full_tokens')}")
         for r in self.streaming_sessions:
             if not 0 <= r < self.num_reqs:
                 problems.append(f"streaming session slot {r} is not a request slot (0..{self.num_reqs - 1})")
@@ -148,6 +164,10 @@ class Config:
         if self.swa_ring and not design.on("swa_req_ring"):
             return f"config {self.name!r} has a per-request SWA ring, which {design.name} does not ship (v0.5.20+, swa_req_ring)"
         return None
+
+    def prompt_len(self, p: "Params", r: int) -> Any:
+        """len(origin_input_ids) as the scheduler queues request slot r: an over-long prompt is [0]."""
+        return 1 if r in self.over_long else p.input_len[r]
 
     # -- tree shape ---------------------------------------------------------------------------
     @property

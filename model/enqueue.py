@@ -12,6 +12,11 @@ max_req_len = min(context_len - 1, T - 1) = T - 1 (kvmc does not bound the conte
 a function of the request's input, so a streaming session's later turn (a new request with a
 longer input) is clipped by its own input, as SGLang clips each request at its enqueue.
 
+Where the config has an over-long prompt (`Config.over_long`), max_req_len = T - 1 as SGLang sets it
+with the pool below the context length, and every release clips with `max_req_len - |input| - 1`
+(0.5.10.post1-0.5.11 without the `max(0, ...)`). The over-long request is clipped with its long
+prompt, before `set_finish_with_abort` shortens it: that clip can be negative up to 0.5.11.
+
 Abstracted: `SGLANG_MAX_NEW_TOKENS_LIMIT` (unset), DCP (attn_dcp_size = 1), min_new_tokens.
 """
 
@@ -26,8 +31,12 @@ from .transition import Ctx
 def max_new_tokens(x: Ctx, s: State, r: int) -> Any:
     """Request r's `sampling_params.max_new_tokens` after enqueue."""
     m = x.p.max_new_tokens[r]
+    T, inp = x.p.full_tokens, s.origin_input_len[r]
+    if x.cfg.over_long:
+        if r in x.cfg.over_long:
+            inp = x.p.input_len[r]  # the prompt as it arrived; the abort comes after the clip
+        m = x.min(m, (T - 1) - inp - 1)  # max_req_len - |input| - 1, every release
     if not x.on("enqueue_clip_max_new"):
         return m
-    T, inp = x.p.full_tokens, s.origin_input_len[r]
     memory = T - x.ceil_page(inp) - x.ps - 1  # <= (T - 1) - inp - 1 = max_req_len - |input| - 1
     return x.clamp0(x.min(m, memory))

@@ -12,9 +12,11 @@ running, check decode memory (retracting if needed) and run one decode step; and
 batch ran, for the busy check that follows (model/invariant_checker.py). An allocation failure
 is SGLang's RuntimeError: the scheduler dies and nothing follows.
 
-Not modelled: the overlap loop, PD disaggregation, DP attention, aborts (an over-long prompt's
-rejection at arrival included: docs/releases.md §D), EOS (a request stops at max_new_tokens, which is
-itself symbolic).
+An over-long prompt (`Config.over_long`) is aborted at arrival: it is the one-token prompt [0] with
+the max_new_tokens its long prompt was clipped to, and finishes at its prefill's result.
+
+Not modelled: the overlap loop, PD disaggregation, DP attention, aborts other than the over-long
+prompt's, EOS (a request stops at max_new_tokens, which is itself symbolic).
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def params_ok(x: Ctx) -> Any:
         cons.append(p.chunked_prefill_size >= cfg.page_size)
     for r in range(cfg.num_reqs):
         cons += [p.input_len[r] >= 1, p.max_new_tokens[r] >= 1]
+        if cfg.over_long:  # `validate_input_length` against max_req_input_len = (T - 1) - 5
+            rejected = p.input_len[r] >= p.full_tokens - 6
+            cons.append(rejected if r in cfg.over_long else x.not_(rejected))
         if cfg.shares(r):
             cons.append(p.input_len[r] > warm_total)  # the match never ends inside the warm prefix
     for a in range(cfg.warm_atoms):
@@ -101,7 +106,8 @@ def init_state(x: Ctx) -> State:
         node_host=tuple(whost),
         node_swa_tombstone=(False,) * K,
         status=(NEW,) * R,
-        origin_input_len=tuple(p.input_len),
+        # an over-long prompt is [0] from its arrival on (`set_finish_with_abort`)
+        origin_input_len=tuple(cfg.prompt_len(p, r) for r in range(R)),
         output_len=(0,) * R,
         kv_allocated_len=(0,) * R,
         kv_committed_len=(0,) * R,
@@ -363,7 +369,8 @@ def process_batch_result_prefill(x: Ctx, s: State, ad: Adder, decoding: tuple = 
             chunk = x.and_(ran, ad.new_chunked[r])
             done = x.and_(ran, x.not_(ad.new_chunked[r]))
             out = s.output_len[r] + x.ite(done, 1, 0)
-            finished = x.and_(done, out >= enqueue.max_new_tokens(x, s, r))
+            # an aborted request finishes at its first token whatever its max_new_tokens (`to_finish`)
+            finished = done if r in x.cfg.over_long else x.and_(done, out >= enqueue.max_new_tokens(x, s, r))
             s = s.req(r, output_len=out, in_last_batch=x.or_(ran, decoding[r]), status=x.ite(chunk, CHUNKED, s.status[r]))
 
             def finish() -> State:

@@ -22,8 +22,8 @@ Implements (our own code) SGLang @ d55f1c28, python/sglang/srt/:
 
 It honours the same fix flags as the model (`model.designs.Design`) and imports nothing from the
 model but its Config / Design / Params. Not implemented (as in the model): the overlap loop, mixed
-chunk, PD, DP attention, EOS (a request stops at max_new_tokens), aborts other than "out of memory
-even after retracting".
+chunk, PD, DP attention, EOS (a request stops at max_new_tokens), aborts other than an over-long
+prompt's and "out of memory even after retracting".
 """
 
 from __future__ import annotations
@@ -369,7 +369,8 @@ class Scheduler:
         if not cfg.swa_ring:
             self.req_pool = ReqToTokenPool(params.req_pool_size, self._context_len(cfg, params, max_context_len), self.device)
         self.warm_total = warm_total
-        self.reqs = [Req(r, params.input_len[r]) for r in range(cfg.num_reqs)]
+        # an over-long prompt is [0] from its arrival on (`set_finish_with_abort`, model/config.py over_long)
+        self.reqs = [Req(r, cfg.prompt_len(params, r)) for r in range(cfg.num_reqs)]
         self.slots = [SessionSlot(r) for r in cfg.streaming_sessions]
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -451,10 +452,14 @@ class Scheduler:
 
     def max_new_tokens(self, req: Req) -> int:
         """max_new_tokens as enqueued (`init_req_max_new_tokens`, #25126: enqueue_clip_max_new)."""
-        m = self.p.max_new_tokens[req.rid]
+        m, T, inp = self.p.max_new_tokens[req.rid], self.p.full_tokens, req.origin_input_len
+        if self.cfg.over_long:  # max_req_len = T - 1; the over-long prompt is clipped before its abort
+            if req.rid in self.cfg.over_long:
+                inp = self.p.input_len[req.rid]
+            m = min(m, (T - 1) - inp - 1)
         if not self.design.on("enqueue_clip_max_new"):
             return m
-        return max(0, min(m, self.p.full_tokens - ceil_page(req.origin_input_len, self.ps) - self.ps - 1))
+        return max(0, min(m, T - ceil_page(inp, self.ps) - self.ps - 1))
 
     def row(self, req_or_idx: Any, lo: int, hi: int) -> torch.Tensor:
         idx = req_or_idx if isinstance(req_or_idx, int) else req_or_idx.req_pool_idx
@@ -755,7 +760,7 @@ class Scheduler:
             if req in self.chunked:
                 self.chunked.remove(req)
             req.output_len += 1
-            if req.output_len >= self.max_new_tokens(req):
+            if req.rid in self.cfg.over_long or req.output_len >= self.max_new_tokens(req):  # (`to_finish`)
                 try:
                     self.release_kv_cache(req, True, ch, f"finish[{req.rid}]")
                 finally:  # (also where the release dies on the assertion: finished_reason is set before it)

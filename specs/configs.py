@@ -264,6 +264,28 @@ CONFIGS: dict[str, Config] = {
                              "req_pool_size": (3, 3), "max_prefill_tokens": (16, 16)},
         ),
         Config(
+            name="over_long_prompt",
+            doc="an over-long prompt aborted at arrival (validate_input_length; it is [0] and finishes at its prefill) "
+                "beside two valid requests: plain radix cache, page_size 1, the pool below the context length "
+                "(max_req_len = T - 1)",
+            num_reqs=3,
+            page_size=1,
+            private_atoms=2,
+            over_long=(1,),
+            bounds={
+                "full_tokens": (8, 16),
+                "input_len": (1, 24),
+                "max_new_tokens": (1, 4),
+                "req_pool_size": (3, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            # valid prompts are at most T - 7 tokens; the over-long one at least T - 6, and past T - 2 its
+            # clipped max_new_tokens is negative up to 0.5.11. Two valid prompts outgrow the pool in one pass
+            # from T = 14 on
+            explicit_bounds={"full_tokens": (14, 14), "input_len": (6, 20), "max_new_tokens": (1, 3),
+                             "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
             name="pressure",
             doc="memory pressure: new_token_ratio 1/8 (SGLang decays the ratio to about 0.1 and leans on retraction: "
                 "admission reserves an eighth of each running request's remaining output), three requests, small pools: "

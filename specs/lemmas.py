@@ -234,7 +234,7 @@ def typing(x: Ctx, s: State) -> Any:
             c += [s.turn[r] >= 0, s.turn[r] < cfg.max_turns]
         else:
             c.append(s.turn[r] == 0)
-            c.append(s.origin_input_len[r] == x.p.input_len[r])
+            c.append(s.origin_input_len[r] == cfg.prompt_len(x.p, r))
         if not cfg.chunked_prefill:
             c.append(s.status[r] != CHUNKED)
     for i, r in enumerate(cfg.streaming_sessions):

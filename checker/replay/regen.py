@@ -60,6 +60,9 @@ FINDINGS: list[tuple[str, ...]] = [
     # finding 10: without a radix cache the busy check misses a parked chunked request's KV (CI replays it on 0.5.13)
     ("v0.5.13", "hybrid_swa_chunk_cache", "busy_check_sound"),
     ("v0.5.19", "hybrid_swa_chunk_cache", "busy_check_sound"),  # the last release before #37502
+    # finding 11: an over-long prompt's negative max_new_tokens inflates the pass's budget (#25126's max(0, ...) ends it)
+    ("v0.5.10.post1", "over_long_prompt", "no_prefill_oom"),
+    ("v0.5.11", "over_long_prompt", "no_prefill_oom"),
 ]
 
 

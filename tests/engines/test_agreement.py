@@ -54,6 +54,9 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "hybrid_swa_chunk_cache": (dict(full_tokens=(11, 11), swa_tokens=(5, 5), sliding_window_size=(1, 1),
                                     chunked_prefill_size=(2, 2), input_len=(1, 4), max_new_tokens=(1, 2),
                                     max_prefill_tokens=(8, 8)), 3),
+    # finding 11's point: two valid prompts of T - 7 and an over-long one, all arriving at once
+    "over_long_prompt": (dict(full_tokens=(14, 14), input_len=(7, 20), max_new_tokens=(1, 1),
+                              max_prefill_tokens=(16, 16)), 2),
 }
 
 CASES = [(c, group) for c in CONFIGS for group in equivalent_designs(CONFIGS[c])]

@@ -316,3 +316,22 @@ def test_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) -> Non
     assert r["disagreed"] == 0 and r["errored"] == 0, r
     assert set(r["abstractions"]) <= ({"swa_evict_timing"} if version == "0.5.10.post1" else set()), r
     assert r["agreed"] >= EXAMPLES * 9 // 10, r
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.13", NEWEST])
+def test_over_long_prompt_walks_follow_sglang(sglang_root: Path, version: str) -> None:
+    """An over-long prompt (`over_long_prompt`: max_req_len = T - 1, as SGLang sets it with the pool
+    below the context length): SGLang's `handle_generate_request` clips its max_new_tokens with the long
+    prompt, `validate_input_length` aborts it into the prompt [0], and it finishes at its prefill; the
+    model's walks follow SGLang's scheduler state for state, the 0.5.11 walks that die of finding 11's
+    negative reserve ("Prefill out of memory") included."""
+    from upstream.sched.replay import install_extras
+
+    if not _installed(sglang_root, version):
+        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
+    install_extras(sglang_root, say=lambda m: None)
+    out = conform.run([version], rows=("event_loop/over_long_prompt",), examples=EXAMPLES, seed=0, root=sglang_root,
+                      jobs=1)
+    r = _row(out, "event_loop/over_long_prompt")
+    assert r["disagreed"] == 0 and r["errored"] == 0 and not r["abstractions"], r
+    assert r["agreed"] == EXAMPLES, r

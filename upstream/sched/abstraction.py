@@ -191,7 +191,7 @@ def atom_nodes(h: Any) -> dict[int, Any]:
             toks = _tokens(c)
             if not toks:
                 raise AbstractionError(f"tree node {c.id} has an empty key")
-            owners = {owner_of(t) for t in toks}
+            owners = {owner_of(t, cfg) for t in toks}
             if len(owners) != 1:
                 raise AbstractionError(f"tree node {c.id} mixes tokens of owners {sorted(owners)} (kvmc's tree has "
                                        "warm-prefix and private nodes only)")
@@ -550,7 +550,7 @@ def to_state(h: Any) -> State:
         node_host=tuple(node_host),
         node_swa_tombstone=tuple(node_tomb),
         status=tuple(stats),
-        origin_input_len=tuple(len(sl.req.origin_input_ids) if sl.req is not None else h.p.input_len[sl.r]
+        origin_input_len=tuple(len(sl.req.origin_input_ids) if sl.req is not None else h.cfg.prompt_len(h.p, sl.r)
                                for sl in h.slots),
         output_len=tuple(0 if sl.req is None else len(sl.req.output_ids) for sl in h.slots),
         kv_allocated_len=tuple(req_field(sl, "kv_allocated_len") for sl in h.slots),

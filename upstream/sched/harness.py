@@ -132,8 +132,11 @@ def token(cfg: Config, params: Params, r: int, pos: int) -> int:
     return 1_000_000 * (r + 1) + pos
 
 
-def owner_of(tok: int) -> int:
-    """-1 for a warm-prefix token, else the request slot."""
+def owner_of(tok: int, cfg: Config) -> int:
+    """-1 for a warm-prefix token, else the request slot. Token 0 is an aborted prompt's
+    (`set_finish_with_abort` makes it [0]): the config's over-long slot."""
+    if tok == 0 and cfg.over_long:
+        return cfg.over_long[0]
     return -1 if tok < 1_000_000 else tok // 1_000_000 - 1
 
 
@@ -870,8 +873,11 @@ def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
     sch.max_prefill_tokens = p.max_prefill_tokens
     sch.max_running_requests = p.req_pool_size
     sch.max_queued_requests = None
-    sch.max_req_len = h.context_len - 1
-    sch.max_req_input_len = h.context_len - 2
+    if h.cfg.over_long:  # the pool below the context length, as the config assumes (model/config.py over_long)
+        sch.max_req_len = min(h.context_len - 1, p.full_tokens - 1)
+    else:  # no prompt is validated away: kvmc's small pools would reject every prompt of 2 tokens or more
+        sch.max_req_len = h.context_len - 1
+    sch.max_req_input_len = sch.max_req_len - 5  # (managers/tp_worker.py)
     sch.random_seed = 0
     sch.device = "cpu"
     sch.forward_stream = None
@@ -879,6 +885,11 @@ def _worker_info(sch: Any, worker: _NoModelWorker, h: RealScheduler) -> None:
         setattr(sch, g, _group())
     for g in ("tp_cpu_group", "attn_tp_cpu_group", "attn_cp_cpu_group", "dp_tp_cpu_group"):
         setattr(sch, g, None)
+    # `Req.set_finish_with_abort` (an over-long prompt) logs on tensor-parallel rank 0, which it asks
+    # the process-wide group for: a world of one rank, as the scheduler's own groups above
+    ps = importlib.import_module("sglang.srt.distributed.parallel_state")
+    if getattr(ps, "_TP", None) is None:
+        ps._TP = _group()
     sch.pad_input_ids_func = None
     try:
         gsa = s["sa_mod"].get_global_server_args()
