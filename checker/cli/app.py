@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from checker import interrupt
 from checker.cli.common import (Heartbeat, Lines, beat_every, UsageError, _Parser, add_design_options, add_progress_options,
-                                build_design, fmt_s, keep_hypothesis_in, lemma_selection, publish, refuse_corpus,
+                                build_design, fmt_s, keep_hypothesis_in, lemma_selection, publish, refuse_corpus, refuse_unshipped,
                                 positive_int, timeout_ms, timeout_seconds, validate_selection, warn, writable_dir, writable_file)
 from checker.verdict import EXIT_INTERNAL, EXIT_USAGE, exit_code
 
@@ -234,6 +234,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     design = build_design(args.design, args.without, args.with_, args.mutant)
     props, configs = validate_selection(args)
+    refuse_unshipped(args, [design])
     _warn_long(args, configs)
     interrupt.quiet_z3()
     baseline = PRESETS[args.design]
@@ -357,6 +358,7 @@ def _report_json(report: Any, written: dict[tuple[str, str], str]) -> dict[str, 
         "configs": [
             {
                 "config": c.config,
+                **({"not_applicable": c.not_applicable} if c.not_applicable else {}),
                 "seconds": round(c.seconds, 2),
                 "proof": {k: v for k, v in c.proof.items() if k != "cti"},
                 "results": [
@@ -435,6 +437,9 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
     if interrupted:
         out.append(f"INTERRUPTED by {interrupted}: what follows is what was established before")
     for c in report.configs:
+        if c.not_applicable:
+            out.append(f"config {c.config}  [not checked: {c.not_applicable}]")
+            continue
         if not c.results and not interrupted:  # specs/properties.py `for_config`
             out.append(f"config {c.config}  [not checked: no property asked applies to it]")
             continue

@@ -24,12 +24,12 @@ from checker.verdict import Verdict, exit_code
 def cmd_check_parallel(args: Any) -> int:
     from model.designs import PRESETS
 
-    from checker.cli.common import build_design, validate_selection
+    from checker.cli.common import build_design, refuse_unshipped, validate_selection
 
     designs = list(PRESETS) if args.all else [args.design]
-    for d in designs:
-        build_design(d, args.without, args.with_, args.mutant)  # validates names (UsageError)
+    built = [build_design(d, args.without, args.with_, args.mutant) for d in designs]  # validates names (UsageError)
     props, configs = validate_selection(args)
+    refuse_unshipped(args, built)
     from checker.cli.executor import executor_for
 
     with executor_for(args) as ex:  # `--executor ray`: the jobs are tasks on the cluster (checker/cli/review.py)
@@ -40,11 +40,18 @@ def _check_jobs(args: Any, designs: list[str], props: list[str], configs: list[s
     from checker.cli.common import JobsProgress, Lines, timeout_ms, warn
     from checker.cli.review import Job, Side, run_jobs
 
+    from checker.cli.common import build_design
+    from specs.configs import CONFIGS
+
     n = ex.capacity() if ex is not None else args.jobs or os.cpu_count() or 1
+    built_designs = [build_design(d, args.without, args.with_, args.mutant) for d in designs]
+    # (design, config) pairs whose release does not ship the config's mechanism: named, not checked
+    unshipped = [{"design": d, "config": c, "why": CONFIGS[c].not_modelled_by(b)}
+                 for d, b in zip(designs, built_designs) for c in configs if CONFIGS[c].not_modelled_by(b)]
     jobs = [Job(Side("", d, tuple(args.without), tuple(args.with_), tuple(args.mutant)), c, tuple(props), args.depth,
                 args.engine, not args.no_prove, timeout_ms(args.timeout), args.out, not args.no_minimize,
                 without_lemmas=tuple(args.without_lemma), examples=args.examples)
-            for d in designs for c in configs]
+            for d, built in zip(designs, built_designs) for c in configs if not CONFIGS[c].not_modelled_by(built)]
     lines = Lines("none" if args.json and args.progress == "text" else args.progress)
     if args.depth >= 6 and (args.all or not args.config) and lines.enabled:
         warn(f"kvmc check runs {len(jobs)} (design, config) checks to depth {args.depth}, {min(n, len(jobs))} at a time; "
@@ -68,12 +75,14 @@ def _check_jobs(args: Any, designs: list[str], props: list[str], configs: list[s
     lines.end()
     verdicts = [Verdict(r["verdict"]) for res in results for r in res["results"].values()]
     if args.json:
-        print(json.dumps({"depth": args.depth, "engine": args.engine, "jobs": n,
+        print(json.dumps({"depth": args.depth, "engine": args.engine, "jobs": n, "not_applicable": unshipped,
                           "checks": [{k: v for k, v in res.items() if k != "side"} | {"results": {
                               p: {k: v for k, v in d.items() if k != "step_table"} for p, d in res["results"].items()}}
                                      for res in results]}, indent=1))
     else:
         print(render(results, args.depth, args.engine, n))
+        for u in unshipped:
+            print(f"not checked: {u['config']} on {u['design']} ({u['why']})")
     return exit_code(verdicts)
 
 

@@ -35,6 +35,9 @@ class ConfigReport:
     results: dict[str, Result]
     seconds: float
     proof: dict[str, Any] = field(default_factory=dict)
+    # why the design's release does not ship this config's mechanism (`Config.not_modelled_by`): not
+    # checked, and no verdict claimed about a combination no release runs
+    not_applicable: str = ""
 
 
 @dataclass

@@ -372,6 +372,10 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
         from checker.engines.liveness import with_liveness
 
         run_one = with_liveness(run_one, engine)
+    # the configs whose mechanism the design's release does not ship: reported first, whatever stops the rest
+    skipped = [ConfigReport(n, {}, 0.0, {}, not_applicable=why) for n in configs if (why := CONFIGS[n].not_modelled_by(design))]
+    out += skipped
+    configs = [n for n in configs if not CONFIGS[n].not_modelled_by(design)]
     for name in order_configs(configs, design, baseline):
         extra: dict[str, Any] = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
         if examples is not None:  # the random engine's runs per property
@@ -389,7 +393,7 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
             raise stop from None
         out.append(rep)
         if not keep_going and any(r.verdict is Verdict.VIOLATED for r in rep.results.values()):
-            stopped = len(out) < len(configs)
+            stopped = len(out) - len(skipped) < len(configs)
             break
     return Report(design, out, depth, time.perf_counter() - t0, stopped)
 

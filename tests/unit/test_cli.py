@@ -46,6 +46,11 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["check", "--examples", "500"], "--examples", "--engine random"),  # the bmc engine makes no runs
         (["check", "--property", "recompute_only_when_short", "--config", "small"], "'recompute_only_when_short'",
          "hicache_evict"),  # a property that applies to none of the configs named
+        # a config whose mechanism the design's release does not ship (spec v2 before v0.5.13's flag, the SWA ring
+        # before v0.5.20): refused, with the designs that ship it
+        (["check", "--design", "v0.5.11", "--config", "spec_v2"], "'spec_v2'", "v0.5.18"),
+        (["check", "--design", "v0.5.18", "--config", "swa_ring"], "'swa_ring'", "v0.5.20"),
+        (["check", "--design", "v0.5.18", "--config", "swa_ring", "--jobs", "1"], "'swa_ring'", "v0.5.20"),
         (["check", "--frobnicate"], "--frobnicate", "--help"),
         (["frob"], "frob", "--help"),
     ],
@@ -299,3 +304,18 @@ def test_examples_sets_the_random_engine_s_runs(tmp_path: Path, capsys: pytest.C
         line = next(ln for ln in out.splitlines() if "conservation" in ln)
         runs.append(int(line.split("no violation in ")[1].split(" random runs")[0]))
     assert runs[0] == 3 and runs[1] >= 50, runs
+
+
+def test_a_config_the_release_does_not_ship_is_not_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Unnamed configs whose mechanism the design does not ship are reported `not checked` with the
+    reason, never with a verdict (the SWA ring on v0.5.18 once "held" there)."""
+    code, out, err = run_cli(["check", "--design", "v0.5.18", "--property", "conservation", "--depth", "1", "--no-prove",
+                              "--no-progress", "--out", str(tmp_path)], capsys)
+    line = next(ln for ln in out.splitlines() if ln.startswith("config swa_ring"))
+    assert "not checked" in line and "v0.5.20" in line, line
+    assert not any(ln.strip().startswith("conservation") for ln in out.split(line)[1].splitlines()[1:2]), out
+    code, out, err = run_cli(["check", "--design", "v0.5.18", "--property", "conservation", "--depth", "1", "--no-prove",
+                              "--no-progress", "--json", "--out", str(tmp_path)], capsys)
+    rep = {c["config"]: c for c in json.loads(out)["configs"]}
+    for name, flag in (("swa_ring", "swa_req_ring"), ("spec_topk", "EAGLE v1")):
+        assert rep[name]["results"] == [] and flag in rep[name]["not_applicable"], rep[name]
