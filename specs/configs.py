@@ -381,6 +381,26 @@ CONFIGS: dict[str, Config] = {
                              "input_len": (1, 6), "max_new_tokens": (1, 2), "chunked_prefill_size": (3, 4),
                              "max_prefill_tokens": (16, 16)},
         ),
+        Config(
+            name="chunk_cache_paged",
+            doc="plain attention without a prefix tree (--disable-radix-cache: ChunkCache up to 0.5.21, a disabled "
+                "UnifiedRadixCache from 0.5.22), page_size 2, chunked prefill, three requests",
+            num_reqs=3,
+            page_size=2,
+            chunked_prefill=True,
+            chunk_cache=True,
+            private_atoms=1,  # no node is ever made (the tree stays empty)
+            bounds={
+                "full_tokens": (4, 32),
+                "input_len": (1, 10),
+                "max_new_tokens": (1, 4),
+                "chunked_prefill_size": (2, 8),
+                "req_pool_size": (2, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (10, 10), "input_len": (1, 5), "max_new_tokens": (1, 2),
+                             "chunked_prefill_size": (2, 4), "req_pool_size": (3, 3), "max_prefill_tokens": (16, 16)},
+        ),
     ]
 }
 

@@ -57,6 +57,9 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     # finding 11's point: two valid prompts of T - 7 and an over-long one, all arriving at once
     "over_long_prompt": (dict(full_tokens=(14, 14), input_len=(7, 20), max_new_tokens=(1, 1),
                               max_prefill_tokens=(16, 16)), 2),
+    # a prompt chunked across a page boundary (chunk 2, prompt 3) beside a second request
+    "chunk_cache_paged": (dict(full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(1, 2), chunked_prefill_size=(2, 2),
+                               req_pool_size=(3, 3), max_prefill_tokens=(16, 16)), 2),
 }
 
 CASES = [(c, group) for c in CONFIGS for group in equivalent_designs(CONFIGS[c])]

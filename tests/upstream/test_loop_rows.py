@@ -335,3 +335,21 @@ def test_over_long_prompt_walks_follow_sglang(sglang_root: Path, version: str) -
     r = _row(out, "event_loop/over_long_prompt")
     assert r["disagreed"] == 0 and r["errored"] == 0 and not r["abstractions"], r
     assert r["agreed"] == EXAMPLES, r
+
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13", NEWEST])
+def test_plain_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) -> None:
+    """`--disable-radix-cache` without SWA at page 2 (`chunk_cache_paged`: ChunkCache up to 0.5.21, a
+    disabled UnifiedRadixCache on 0.5.23), three requests: the model's walks follow SGLang's scheduler
+    state for state (no tree, a chunk's KV in its own row across a page boundary, a finish or retraction
+    freeing the whole row)."""
+    from upstream.sched.replay import install_extras
+
+    if not _installed(sglang_root, version):
+        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
+    install_extras(sglang_root, say=lambda m: None)
+    out = conform.run([version], rows=("event_loop/chunk_cache_paged",), examples=EXAMPLES, seed=0, root=sglang_root,
+                      jobs=1)
+    r = _row(out, "event_loop/chunk_cache_paged")
+    assert r["disagreed"] == 0 and r["errored"] == 0 and not r["abstractions"], r
+    assert r["agreed"] == EXAMPLES, r

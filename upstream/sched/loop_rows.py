@@ -1,6 +1,6 @@
 """Rows `event_loop`, `event_loop/small3`, `event_loop/pressure`, `event_loop/sessions`, `event_loop/paged`,
 `event_loop/swa`, `event_loop/swa_page4`, `event_loop/mixed`, `event_loop/swa_mixed`, `event_loop/swa_chunk_cache`,
-`event_loop/over_long_prompt`: the scheduler loop itself, release by release (worker side).
+`event_loop/over_long_prompt`, `event_loop/chunk_cache_paged`: the scheduler loop itself, release by release (worker side).
 
 A scenario is a random walk of kvmc's model under the release's preset on one of the project's
 configs (checker/traces/walk.py: parameters drawn from the config's bounds, every choice drawn
@@ -46,6 +46,8 @@ LOOP_ROWS = {
     "event_loop/swa_chunk_cache": "hybrid_swa_chunk_cache",
     # an over-long prompt aborted at arrival (`validate_input_length`), with max_req_len = T - 1
     "event_loop/over_long_prompt": "over_long_prompt",
+    # --disable-radix-cache without SWA (ChunkCache up to 0.5.21) at page 2, three requests
+    "event_loop/chunk_cache_paged": "chunk_cache_paged",
 }
 UNFORCEABLE = "a choice SGLang cannot make here"
 
