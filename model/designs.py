@@ -344,8 +344,11 @@ FIXES: dict[str, Fix] = {
             "v0.5.12.post1",
             "Scheduler.init_req_max_new_tokens clips max_new_tokens at enqueue to max(0, min(max_new, max_req_len - |input| "
             "- 1, max_total_num_tokens - ceil_page(|input|) - page_size - 1)) (max_req_len = max_total_num_tokens - 1: the "
-            "context length is not modelled; max_total_num_tokens = the full pool)",
-            off="max_new_tokens as the request sent it",
+            "context length is not modelled; max_total_num_tokens = the full pool). The max(0, ...) ends finding 11: "
+            "before it an over-long prompt (config over_long_prompt) is enqueued with a negative max_new_tokens that the "
+            "adder books",
+            off="max_new_tokens as the request sent it (with an over-long prompt, config over_long_prompt: min(max_new, "
+                "max_req_len - |input| - 1), negative past max_req_len)",
         ),
         Fix(
             "load_back_reselect",
