@@ -83,15 +83,19 @@ def test_the_pool_follows_the_model(design: str) -> None:
 @pytest.mark.parametrize("engine", ["bmc", "explicit"])
 @pytest.mark.parametrize("design", ["v0.5.10.post1", "v0.5.11"])
 def test_finding_11(design: str, engine: str) -> None:
-    rep = run_check(PRESETS[design], ["over_long_prompt"], ["no_prefill_oom"], 2, prove=False, engine=engine)
-    _is_finding_11(rep.configs[0].results["no_prefill_oom"])
+    res = run_check(PRESETS[design], ["over_long_prompt"], ["no_prefill_oom"], 2, prove=False, engine=engine).configs[0] \
+        .results["no_prefill_oom"]
+    assert res.verdict is Verdict.VIOLATED, res.words()
+    _is_finding_11(res)
 
 
 @pytest.mark.parametrize("design", ["v0.5.10.post1", "v0.5.11"])
 def test_finding_11_random(design: str) -> None:
     # the random engine draws its points from the bounds: pinned near the finding (valid prompts of T - 7)
     cfg = pinned(CFG, full_tokens=(14, 14), input_len=(7, 22), max_new_tokens=(1, 1), max_prefill_tokens=(16, 16))
-    _is_finding_11(random_check(PRESETS[design], cfg, ["no_prefill_oom"], 2, examples=200).results["no_prefill_oom"])
+    res = random_check(PRESETS[design], cfg, ["no_prefill_oom"], 2, examples=200).results["no_prefill_oom"]
+    assert res.verdict is Verdict.VIOLATED, res.words()
+    _is_finding_11(res)
 
 
 def _is_finding_11(res: Any) -> None:

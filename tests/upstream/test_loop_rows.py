@@ -46,6 +46,16 @@ def _row(out: list, row: str) -> dict:
     return r
 
 
+def _one_row(root: Path, version: str, row: str) -> dict:
+    """`row` on `version` at EXAMPLES walks (skipped where the release is not installed)."""
+    from upstream.sched.replay import install_extras
+
+    if not _installed(root, version):
+        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
+    install_extras(root, say=lambda m: None)
+    return _row(conform.run([version], rows=(row,), examples=EXAMPLES, seed=0, root=root, jobs=1), row)
+
+
 def test_walks_follow_sglang_0_5_23(newest: Path) -> None:
     rows = ("event_loop", "event_loop/pressure", "event_loop/sessions", "event_loop/swa", "event_loop/swa_mixed")
     out = conform.run([NEWEST], rows=rows, examples=EXAMPLES, seed=0, root=newest, jobs=1)
@@ -305,14 +315,7 @@ def test_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) -> Non
     state for state (no tree, the extend's SWA release, without #22470's page margin on 0.5.10.post1,
     the finish freeing the whole row, SGLang's busy check; 0.5.10.post1's decode release timing is the
     documented `swa_evict_timing`)."""
-    from upstream.sched.replay import install_extras
-
-    if not _installed(sglang_root, version):
-        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
-    install_extras(sglang_root, say=lambda m: None)
-    out = conform.run([version], rows=("event_loop/swa_chunk_cache",), examples=EXAMPLES, seed=0, root=sglang_root,
-                      jobs=1)
-    r = _row(out, "event_loop/swa_chunk_cache")
+    r = _one_row(sglang_root, version, "event_loop/swa_chunk_cache")
     assert r["disagreed"] == 0 and r["errored"] == 0, r
     assert set(r["abstractions"]) <= ({"swa_evict_timing"} if version == "0.5.10.post1" else set()), r
     assert r["agreed"] >= EXAMPLES * 9 // 10, r
@@ -325,14 +328,7 @@ def test_over_long_prompt_walks_follow_sglang(sglang_root: Path, version: str) -
     prompt, `validate_input_length` aborts it into the prompt [0], and it finishes at its prefill; the
     model's walks follow SGLang's scheduler state for state, the 0.5.11 walks that die of finding 11's
     negative reserve ("Prefill out of memory") included."""
-    from upstream.sched.replay import install_extras
-
-    if not _installed(sglang_root, version):
-        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
-    install_extras(sglang_root, say=lambda m: None)
-    out = conform.run([version], rows=("event_loop/over_long_prompt",), examples=EXAMPLES, seed=0, root=sglang_root,
-                      jobs=1)
-    r = _row(out, "event_loop/over_long_prompt")
+    r = _one_row(sglang_root, version, "event_loop/over_long_prompt")
     assert r["disagreed"] == 0 and r["errored"] == 0 and not r["abstractions"], r
     assert r["agreed"] == EXAMPLES, r
 
@@ -343,13 +339,6 @@ def test_plain_chunk_cache_walks_follow_sglang(sglang_root: Path, version: str) 
     disabled UnifiedRadixCache on 0.5.23), three requests: the model's walks follow SGLang's scheduler
     state for state (no tree, a chunk's KV in its own row across a page boundary, a finish or retraction
     freeing the whole row)."""
-    from upstream.sched.replay import install_extras
-
-    if not _installed(sglang_root, version):
-        pytest.skip(f"SGLang {version} is not installed (.ci/run installs it)")
-    install_extras(sglang_root, say=lambda m: None)
-    out = conform.run([version], rows=("event_loop/chunk_cache_paged",), examples=EXAMPLES, seed=0, root=sglang_root,
-                      jobs=1)
-    r = _row(out, "event_loop/chunk_cache_paged")
+    r = _one_row(sglang_root, version, "event_loop/chunk_cache_paged")
     assert r["disagreed"] == 0 and r["errored"] == 0 and not r["abstractions"], r
     assert r["agreed"] == EXAMPLES, r
