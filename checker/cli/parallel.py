@@ -33,18 +33,17 @@ def cmd_check_parallel(args: Any) -> int:
     from checker.cli.executor import executor_for
 
     with executor_for(args) as ex:  # `--executor ray`: the jobs are tasks on the cluster (checker/cli/review.py)
-        return _check_jobs(args, designs, props, configs, ex)
+        return _check_jobs(args, designs, built, props, configs, ex)
 
 
-def _check_jobs(args: Any, designs: list[str], props: list[str], configs: list[str], ex: Any) -> int:
+def _check_jobs(args: Any, designs: list[str], built_designs: list[Any], props: list[str], configs: list[str],
+                ex: Any) -> int:
     from checker.cli.common import JobsProgress, Lines, timeout_ms, warn
     from checker.cli.review import Job, Side, run_jobs
 
-    from checker.cli.common import build_design
     from specs.configs import CONFIGS
 
     n = ex.capacity() if ex is not None else args.jobs or os.cpu_count() or 1
-    built_designs = [build_design(d, args.without, args.with_, args.mutant) for d in designs]
     # (design, config) pairs whose release does not ship the config's mechanism: named, not checked
     unshipped = [{"design": d, "config": c, "why": CONFIGS[c].not_modelled_by(b)}
                  for d, b in zip(designs, built_designs) for c in configs if CONFIGS[c].not_modelled_by(b)]
