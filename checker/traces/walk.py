@@ -57,8 +57,8 @@ def checkpoint_walks(system: System, seeds: int, steps: int = 40) -> Iterator[tu
     whose choices the model rejects is skipped; a walk ends at an allocation failure."""
     for seed in range(seeds):
         rng = random.Random(seed)
-        p = pick_params(system.cfg, rng)
-        if not system.params_ok(system.ctx(Concrete(), p)):
+        p = _valid_params(system, rng)
+        if p is None:
             continue
         s = system.init(system.ctx(Concrete(), p))
         for t in range(steps):
@@ -74,16 +74,27 @@ def checkpoint_walks(system: System, seeds: int, steps: int = 40) -> Iterator[tu
             yield seed, t, x, ops, s
 
 
+def _valid_params(system: System, rng: random.Random, draws: int = 500) -> Any:
+    """The first of up to `draws` random points of the config's bounds that satisfies params_ok (a
+    config whose constraints relate the bounds, such as `over_long_prompt`'s valid and over-long
+    prompts, rejects most single draws), or None."""
+    for _ in range(draws):
+        p = pick_params(system.cfg, rng)
+        if system.params_ok(system.ctx(Concrete(), p)):
+            return p
+    return None
+
+
 def random_walk(cfg: Config, design: Design, steps: int, seed: int, params: Any = None, tries: int = 60) -> Trace:
     rng = random.Random(seed)
     system = System(cfg, design)
-    for _ in range(500):
-        p = params if params is not None else pick_params(cfg, rng)
-        x = system.ctx(Concrete(), p)
-        if system.params_ok(x):
-            break
+    if params is not None:
+        p = params if system.params_ok(system.ctx(Concrete(), params)) else None
     else:
+        p = _valid_params(system, rng)  # (the draws of the walks conformance seeds, unchanged)
+    if p is None:
         raise ValueError(f"no parameter point of config {cfg.name} satisfies params_ok")
+    x = system.ctx(Concrete(), p)
     s = system.init(x)
     out: list[Step] = []
     for _t in range(steps):

@@ -29,7 +29,7 @@ def swa_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def leak_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The planted verify_keeps_rejected_page bug (EAGLE topk>1, #27228's setting): a rejected draft
     page is never freed, a real leak in the full pool."""
-    return _check(tmp_path_factory.mktemp("leak"), "--without", "spec_topk_busy_check", "--mutant",
+    return _check(tmp_path_factory.mktemp("leak"), "--design", "v0.5.13", "--without", "spec_topk_busy_check", "--mutant",
                   "verify_keeps_rejected_page", "--config", "spec_topk", "--property", "conservation", "--depth", "4")
 
 
