@@ -37,6 +37,7 @@ def swa_ring_cost(x: Ctx) -> Any:
     return x.ceil_page(x.p.sliding_window_size)
 
 
+@transition("mem_cache/allocator/swa.py::SWATokenToKVPoolAllocator.swa_available_size", modifies=())
 def swa_available_size(x: Ctx, s: State) -> Any:
     """`swa_available_size()`: the SWA sub-allocator's free tokens, or with the ring free rows x cost."""
     if x.cfg.swa_ring:
@@ -71,6 +72,7 @@ def free_swa(x: Ctx, s: State, n: Any) -> State:
     return s.set(swa_available=s.swa_available + n)
 
 
+@transition("mem_cache/allocator/token.py::TokenToKVPoolAllocator.alloc (whether it returns None)", modifies=())
 def can_alloc(x: Ctx, s: State, tokens: Any) -> Any:
     """`alloc` / `alloc_extend` / `alloc_decode` return None iff a sub-allocator is short.
     `tokens` is already a page multiple for paged allocators (pages needed * page_size)."""
@@ -80,6 +82,7 @@ def can_alloc(x: Ctx, s: State, tokens: Any) -> Any:
     return ok
 
 
+@transition("mem_cache/allocator/paged.py::PagedTokenToKVPoolAllocator.alloc_extend (whether it returns None)", modifies=())
 def extend_fits(x: Ctx, s: State, need: Any, ext_total: Any, bs: Any) -> Any:
     """`alloc_extend` returns indices (not None): `need` tokens of new pages fit every pool. The
     v0.5.10 SWA allocator (paged) refused unless `extend_num_tokens + bs * page_size` fit each
@@ -113,6 +116,7 @@ def alloc_pools(x: Ctx, s: State, full: Any, swa: Any) -> State:
     return s
 
 
+@transition("mem_cache/allocator/swa.py::SWATokenToKVPoolAllocator.available_size", modifies=())
 def available_size(x: Ctx, s: State) -> Any:
     """`allocator.available_size()`: min of the two sub-pools on the SWA allocator."""
     if swa_paged(x):

@@ -25,9 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from .state import State
-from .transition import Ctx
+from .transition import Ctx, transition
 
 
+@transition("managers/scheduler.py::Scheduler.init_req_max_new_tokens", modifies=())
 def max_new_tokens(x: Ctx, s: State, r: int) -> Any:
     """Request r's `sampling_params.max_new_tokens` after enqueue."""
     m = x.p.max_new_tokens[r]

@@ -60,6 +60,10 @@ def in_batches(x: Ctx, s: State, r: int) -> Any:
     return x.or_(s.in_last_batch[r], s.status[r] == RUNNING)
 
 
+@transition(
+    "managers/scheduler_components/invariant_checker.py::SchedulerInvariantChecker.self_check_during_busy",
+    modifies=(),
+)
 def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
     cfg = x.cfg
     R = cfg.num_reqs

@@ -89,6 +89,7 @@ def ratio(x: Ctx) -> tuple[int, int]:
     return x.cfg.new_token_ratio
 
 
+@transition("managers/schedule_policy.py::PrefillAdder.add_one_req (the remaining max_new_tokens, clipped)", modifies=())
 def max_new_remaining(x: Ctx, s: State, r: int) -> Any:
     """min(max(max_new_tokens - len(output_ids), 0), CLIP_MAX_NEW_TOKENS); max_new_tokens as enqueued
     (model/enqueue.py)."""
@@ -130,6 +131,7 @@ def new_adder(x: Ctx, s: State, mixed: Any = 0) -> Adder:
 
 # -- live budgets ---------------------------------------------------------------------------------
 # `extra` is the PrefillAdder's temporary lock while it is held (radix_cache.Locker tuples).
+@transition("managers/schedule_policy.py::PrefillAdder.rem_total_tokens (available + evictable)", modifies=())
 def full_available_and_evictable(x: Ctx, s: State, extra: tuple = ()) -> Any:
     """`available_size + evictable_size` of the full budget; before #22597 hybrid SWA used the min
     of the two pools here and had no separate SWA budget."""
@@ -140,6 +142,7 @@ def full_available_and_evictable(x: Ctx, s: State, extra: tuple = ()) -> Any:
     return full
 
 
+@transition("managers/schedule_policy.py::PrefillAdder.rem_total_tokens", modifies=())
 def rem_total_scaled(x: Ctx, s: State, ad: Adder, extra: tuple = ()) -> Any:
     """`rem_total_tokens` times the ratio's denominator."""
     _num, den = ratio(x)
@@ -151,10 +154,12 @@ def rem_total_int(x: Ctx, s: State, ad: Adder) -> Any:
     return x.fdiv(rem_total_scaled(x, s, ad), ratio(x)[1])
 
 
+@transition("managers/schedule_policy.py::PrefillAdder.cur_rem_tokens", modifies=())
 def cur_rem_tokens(x: Ctx, s: State, ad: Adder) -> Any:
     return full_available_and_evictable(x, s) - ad.cur_rem_token_offset
 
 
+@transition("managers/schedule_policy.py::PrefillAdder.rem_swa_tokens", modifies=())
 def rem_swa_tokens(x: Ctx, s: State, ad: Adder, extra: tuple = ()) -> Any:
     if x.cfg.swa_ring:
         return ring_rem_swa_tokens(x, s, ad)
@@ -172,6 +177,7 @@ def ring_rem_swa_tokens(x: Ctx, s: State, ad: Adder) -> Any:
     return allocator.swa_available_size(x, s) - ad.rem_swa_token_offset
 
 
+@transition("managers/schedule_policy.py::PrefillAdder.add_one_req (the SWA gate, v0.5.20+ ring)", modifies=())
 def ring_swa_gate_fails(x: Ctx, needed: Any, rem_swa: Any) -> Any:
     """The SWA gate refuses: `needed >= rem_swa`, or with the ring `needed > rem_swa`."""
     return needed > rem_swa if x.cfg.swa_ring else needed >= rem_swa
@@ -231,6 +237,7 @@ def _update_prefill_budget(x: Ctx, ad: Adder, extend: Any, max_new: Any) -> Adde
 
 
 # -- admission ------------------------------------------------------------------------------------
+@transition("managers/schedule_policy.py::PrefillAdder.add_one_req (the token gates, under the lock)", modifies=())
 def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any, extra: tuple = (),
                  max_new: Any = 0, swa_host: Any = 0) -> tuple[Any, Any]:
     """Steps 6-7 (and their re-check under the lock): (NO_TOKEN, chunk limit). The chunk limit is
@@ -257,6 +264,7 @@ def _token_gates(x: Ctx, s: State, ad: Adder, total_tokens: Any, swa_budget: Any
     return fails, limit
 
 
+@transition("managers/schedule_policy.py::PrefillAdder.add_one_req (the max_prefill_tokens gate)", modifies=())
 def input_gate(x: Ctx, ad: Adder, tokens: Any) -> Any:
     """OTHER when another request would pass `max_prefill_tokens` (the first one always may);
     since #25741 only with chunked prefill off (the chunk budget bounds a chunked pass)."""
@@ -265,6 +273,7 @@ def input_gate(x: Ctx, ad: Adder, tokens: Any) -> Any:
     return x.and_(tokens >= ad.rem_input_tokens, ad.any_admitted(x))
 
 
+@transition("managers/schedule_policy.py::PrefillAdder._select_prefill_admission (after init_load_back)", modifies=())
 def _reselect_after_failed_load(x: Ctx, s: State, ad: Adder, needs_load: Any, prefix: Any, m: MatchResult, extend: Any,
                                 total_tokens: Any, max_new: Any, lock: tuple, recheck: Any, rc: Any) -> tuple[Any, Any]:
     """v0.5.20 (#39283, `_select_prefill_admission` after `init_load_back`): a load-back that loaded

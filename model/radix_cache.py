@@ -158,6 +158,7 @@ def _counters(x: Ctx, s: State, extra: Sequence[Locker]) -> Counters:
     return Counters(fe, fp, se, sp)
 
 
+@transition("mem_cache/common.py::free_swa_out_of_window_slots (the release bounds)", modifies=())
 def swa_release_bounds(x: Ctx, s: State, r: int, pre_len: Any) -> tuple[Any, Any]:
     """`free_swa_out_of_window_slots` (mem_cache/common.py since v0.5.14; before it
     `ScheduleBatch._evict_swa`): request r's SWA cursor E is first raised to
@@ -251,6 +252,7 @@ class MatchResult:
         return MatchResult(*(m(getattr(self, f), getattr(other, f)) for f in self.__dataclass_fields__))
 
 
+@transition("mem_cache/swa_radix_cache.py::SWARadixCache.match_prefix", modifies=())
 def match_prefix(x: Ctx, s: State, r: int, key_len: Any) -> MatchResult:
     """`match_prefix` for request slot r's key (its fill ids minus the last token).
 

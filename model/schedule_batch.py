@@ -47,6 +47,7 @@ def _evict_swa(x: Ctx, s: State, r: int, pre_len: Any) -> State:
     return s.req(r, swa_evicted_seqlen=target)
 
 
+@transition("mem_cache/common.py::release_kv_cache (the over-allocation freed)", modifies=())
 def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
     """Over-allocation [ceil(C), ceil(A)) freed by release_kv_cache after the cache took its part."""
     over = x.ceil_page(s.kv_allocated_len[r]) - x.ceil_page(s.kv_committed_len[r])
@@ -166,6 +167,7 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
     return x.branch(slots_ok, allocate, lambda: s.set(oom=OOM_REQ_SLOTS))
 
 
+@transition("managers/schedule_batch.py::ScheduleBatch.new_tokens_required_next_decode", modifies=())
 def decode_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
     """`new_tokens_required_next_decode`: a page for each request whose KV ends on a page boundary;
     with EAGLE v1 `bs * max(L'*k, D')` (page-rounded for page_size > 1); with spec v2
@@ -199,6 +201,7 @@ def check_decode_mem(x: Ctx, s: State, batch: tuple, site: str) -> tuple[State, 
     return s, allocator.available_size(x, s) >= need
 
 
+@transition("managers/schedule_batch.py::ScheduleBatch._get_decode_retraction_order", modifies=())
 def _retract_victims(x: Ctx, s: State, kept: tuple, act: Any, it: int) -> list:
     """Which request is the next to retract (`_get_decode_retraction_order`): SGLang sorts by
     (len(output_ids), -len(origin_input_ids)) descending and pops from the end; before v0.5.17

@@ -62,6 +62,7 @@ def lent(x: Ctx, s: State, i: int) -> Any:
     return x.and_(s.slot_holding[i], x.or_(s.status[r] == RUNNING, s.status[r] == CHUNKED), s.last_node[r] == VIRTUAL)
 
 
+@transition("session/streaming_session.py::StreamingSession (the slot's KV record)", modifies=())
 def record(x: Ctx, s: State, i: int) -> tuple[Any, Any, Any, Any]:
     """(A, C, P, E) of session slot i's KV record. kvmc keeps the slot's numbers as a copy made at
     `save_from_req` (v0.5.11-0.5.18 copy-on-save); since v0.5.19 (#37108, `session_record`) the slot and

@@ -41,6 +41,7 @@ from .state import OOM_DECODE, State
 from .transition import Ctx, transition
 
 
+@transition("speculative/eagle_worker.py::EAGLEWorker.draft (v0.5.16 and before: slots the draft allocates)", modifies=())
 def draft_tokens(x: Ctx, s: State, r: int) -> Any:
     """Slots the draft phase allocates (and gives back) for request r."""
     spec = x.cfg.spec
@@ -110,6 +111,7 @@ def eagle_decode_step(x: Ctx, s: State, batch: tuple) -> State:
 
 
 # -- spec v2 -------------------------------------------------------------------------------------
+@transition("mem_cache/allocation_sizing.py::get_alloc_len_per_decode", modifies=())
 def alloc_len_per_decode(x: Ctx) -> int:
     """`allocation_sizing.get_alloc_len_per_decode()` (v0.5.16+): max(L*k, D), or for a draft tree
     at page > 1 the page-aligned footprint of each of the k branches, ceil((ps - 1 + L) / ps) pages."""
@@ -121,6 +123,7 @@ def alloc_len_per_decode(x: Ctx) -> int:
     return max(-(-(ps - 1 + L) // ps) * ps * k, D)
 
 
+@transition("mem_cache/allocation_sizing.py::page_aligned_decode_alloc_lens (v0.5.19+)", modifies=())
 def spec_v2_alloc_len(x: Ctx, s: State, r: int) -> Any:
     """A' = max(A, ceil(C + 2a)): the row length request r is over-allocated to this decode step."""
     target = s.kv_committed_len[r] + 2 * alloc_len_per_decode(x)
@@ -129,6 +132,7 @@ def spec_v2_alloc_len(x: Ctx, s: State, r: int) -> Any:
     return x.max(s.kv_allocated_len[r], target)
 
 
+@transition("managers/schedule_batch.py::ScheduleBatch._new_tokens_required_next_decode_spec_v2", modifies=())
 def spec_v2_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
     """`ScheduleBatch._new_tokens_required_next_decode_spec_v2`: sum of ceil(A') - ceil(A), the
     pages the paged extend A -> A' takes."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import enqueue, hicache, prefill_adder, radix_cache, schedule_batch, session, speculative
+from . import invariant_checker  # noqa: F401  (SGLang's checks: importing the system registers every transition)
 from .config import Config, Params
 from .designs import Design
 from .ops import Ops
@@ -258,6 +259,7 @@ def match_prefix(x: Ctx, s: State, r: int) -> tuple[State, Any, Any]:
     return s2, m, x.not_(restore)
 
 
+@transition("managers/scheduler.py::Scheduler.get_new_batch_prefill (len(running_batch.reqs))", modifies=())
 def running_bs(x: Ctx, s: State) -> Any:
     """`len(running_batch.reqs)`: the running requests and the finished ones not yet filtered. Both
     count for one request slot of a streaming session whose finished turn's Req is still in the
@@ -266,6 +268,7 @@ def running_bs(x: Ctx, s: State) -> Any:
     return x.sum(x.ite(s.status[q] == RUNNING, 1, 0) + x.ite(s.unfiltered[q], 1, 0) for q in range(x.cfg.num_reqs))
 
 
+@transition("managers/scheduler.py::Scheduler.get_num_allocatable_reqs", modifies=())
 def allocatable_reqs(x: Ctx, s: State, ad: Adder) -> Any:
     """`get_num_allocatable_reqs(running_bs)`: pp_max_micro_batch_size (= max_running_requests = the
     rows) - running_bs, and from v0.5.12.post1 (`admission_free_rows`) at most the free rows (v0.5.23,

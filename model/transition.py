@@ -5,6 +5,12 @@ Every function of the model that changes the state is declared with
     @transition("mem_cache/swa_radix_cache.py::SWARadixCache.inc_lock_ref",
                 modifies=("full_evictable_drift", "full_protected_drift", ...))
 
+A function that only reads the state, but computes something SGLang computes (a budget such as
+`rem_swa_tokens`, the decode step's page demand, the enqueue clip of `max_new_tokens`, the busy
+check), is declared the same way with `modifies=()`: it is a place where SGLang's logic lives, so
+planted bugs, generated mutants (`kvmc mutate`) and reviewers' patches must be able to replace it.
+Small accessors of kvmc's own encoding (a node's lockers, a page count) are not declared.
+
 The declaration is data: `kvmc list` prints it, the frame check enforces it (in the concrete
 interpretation, after every call, each field not in `modifies` must be unchanged; mypyvy's
 `modifies` and TLA+'s UNCHANGED, made executable), and it is the hook through which a planted bug
@@ -55,9 +61,10 @@ def transition(models: str, modifies: tuple[str, ...]) -> Callable[[Callable[...
         allowed = frozenset(modifies)
 
         @functools.wraps(fn)
-        def run(x: "Ctx", s: State, *args: Any, **kw: Any) -> Any:
+        def run(x: "Ctx", *args: Any, **kw: Any) -> Any:
             impl = x.overrides.get(name, fn)
-            out = impl(x, s, *args, **kw)
+            out = impl(x, *args, **kw)
+            s = args[0] if args else None
             if x.check_frames and isinstance(s, State):
                 new = out[0] if isinstance(out, tuple) else out
                 try:

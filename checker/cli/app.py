@@ -111,7 +111,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {n:20s} {pi.meaning}")
     print("\ntransitions (each models one SGLang method):")
     for t in REGISTRY.values():
-        print(f"  {t.name:30s} {t.models}")
+        if t.modifies:
+            print(f"  {t.name:30s} {t.models}")
+    print("\nread-only transitions (modifies nothing: a budget, a demand, a check SGLang computes; replaceable like the others):")
+    for t in REGISTRY.values():
+        if not t.modifies:
+            print(f"  {t.name:30s} {t.models}")
     print("\nmutants (--mutant NAME, planted bugs):")
     for n, doc in data["mutants"].items():
         print(f"  {n:40s} {doc}")

@@ -3,6 +3,7 @@
     kvmc mutate --module allocator --budget 60 --seed 1
     kvmc mutate --per-module 5 --budget 300 --markdown docs/mutants-generated.md --save bench/mutation.json
     kvmc mutate --list --module session
+    kvmc mutate --transition _token_gates --transition decode_tokens_needed --budget 120 --jobs 2
 
 Exit status: 0 when every mutant was run (whatever survived), 1 with `--fail-under RATE` when the
 kill rate is below it, 2 on bad input, 130 on Ctrl-C (every child process is stopped first).
@@ -75,6 +76,11 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         mods = sorted({t.fn.__module__.split(".", 1)[1] for t in transitions().values()})
         raise UsageError(f"unknown module {args.module!r} (no transition in model/{args.module}.py); expected one of: "
                          f"{', '.join(mods)}")
+    for name in args.transition:
+        if name not in transitions(args.module):
+            where = f" of model/{args.module}.py" if args.module else ""
+            raise UsageError(f"unknown transition {name!r}{where}; expected one of: {', '.join(sorted(transitions(args.module)))}"
+                             " (kvmc list)")
     for c in args.config:
         if c not in CONFIGS:
             raise UsageError(f"unknown config {c!r}; expected one of: {', '.join(CONFIGS)}")
@@ -112,7 +118,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     try:
         ms = select(args.module, args.seed, args.max_mutants, tuple(args.operator) or OPERATORS, args.mutant or None,
-                    args.per_module)
+                    args.per_module, args.transition or None)
     except KeyError as e:
         raise UsageError(str(e.args[0])) from None
     if args.list:
@@ -123,7 +129,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
                 print(f"{m.id:50s} {m.describe()}")
         return 0
     if not ms:
-        raise UsageError(f"no mutant selected (module {args.module!r}, operators {args.operator or 'all'})")
+        raise UsageError(f"no mutant selected (module {args.module!r}, transitions {args.transition or 'all'}, "
+                         f"operators {args.operator or 'all'})")
     configs = args.config or list(CONFIGS)
     quiet = args.json or args.no_progress
     t0 = time.perf_counter()
@@ -162,6 +169,8 @@ def add_parser(sub: Any) -> Any:
     """`kvmc mutate` options (called by checker/cli/app.py::parser)."""
     pm = sub.add_parser("mutate", help="mutation testing: generated mutants of model/, killed or not by kvmc's engines")
     pm.add_argument("--module", default=None, metavar="M", help="only the transitions of model/M.py (default: every module)")
+    pm.add_argument("--transition", action="append", default=[], metavar="NAME",
+                    help="only the mutants of this transition (repeatable; names as `kvmc list` prints them)")
     pm.add_argument("--config", action="append", default=[], metavar="C",
                     help="only these configs (default: every config that runs the mutated line)")
     pm.add_argument("--budget", type=float, default=300.0, metavar="S", help="seconds of checking per mutant (default 300)")

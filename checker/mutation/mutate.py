@@ -78,9 +78,13 @@ class Outcome:
 
 
 def select(module: str | None, seed: int, max_mutants: int | None, ops: tuple[str, ...] = OPERATORS,
-           ids: list[str] | None = None, per_module: int | None = None) -> list[Mutant]:
-    """The mutants to run: all of `module` (all modules), or a seeded sample of them."""
+           ids: list[str] | None = None, per_module: int | None = None,
+           names: list[str] | None = None) -> list[Mutant]:
+    """The mutants to run: all of `module` (all modules; only those of the transitions `names`),
+    or a seeded sample of them."""
     ms = generate(module, ops=ops)
+    if names:
+        ms = [m for m in ms if m.transition in names]
     if ids:
         known = {m.id: m for m in ms}
         missing = [i for i in ids if i not in known]

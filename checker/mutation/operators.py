@@ -20,6 +20,8 @@ Operators (after mutmut and cosmic-ray, chosen for what goes wrong in a schedule
                  assignment, or a call statement (`x.assume(..)`)
     swap         two adjacent positional arguments of a call to a model function swapped
                  (`allocator.free(x, s, full, swa)` -> `(x, s, swa, full)`)
+    offset_drop  `a - b` -> `a` for a `b` that is not a constant: an offset, a reservation or a
+                 held part not subtracted (`available - rem_swa_token_offset` -> `available`)
 
 A mutant is named `<transition>@<line>:<operator>:<k>` (`k` numbers the mutants of one operator
 on one line), stable while the line does not move.
@@ -37,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-OPERATORS = ("cmp", "minmax", "page_drop", "page_double", "ceilfloor", "negate", "andor", "drop", "swap")
+OPERATORS = ("cmp", "minmax", "page_drop", "page_double", "ceilfloor", "negate", "andor", "drop", "swap", "offset_drop")
 
 _CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 _GUARD_ARG = {"ite": 0, "branch": 0, "choose_bool_when": 1, "assume": 0, "implies": 0}
@@ -248,6 +250,9 @@ def _variants(node: ast.AST, parent_stmt_bound: dict[int, set[str]]) -> Iterator
                     return n
                 yield "page_double", double
                 break
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and not isinstance(node.right, ast.Constant) \
+            and not _is_ps(node.right):  # (a page: page_drop's)
+        yield "offset_drop", lambda n: n.left  # type: ignore[attr-defined]
     if isinstance(node, (ast.If, ast.IfExp)) and _flag_test(node.test):
         def flag(n: ast.AST) -> ast.AST:
             n.test = ast.UnaryOp(op=ast.Not(), operand=n.test)  # type: ignore[attr-defined]

@@ -222,16 +222,14 @@ def test_hybrid_swa_mixed_finding_reproduces_on_0_5_21_and_0_5_22_sits_out() -> 
         sr.line(new)
 
 
-def _walks_cut_at(cfg: Any, design: str, steps: int, params: Any, n: int, hit: Any, prefix: str) -> list[str]:
+def _walks_cut_at(cfg: Any, design: str, steps: int, params: Any, n: int, hit: Any, tmp: Path) -> list[str]:
     """Up to `n` random walks of `design` (seeds 0..399), each cut at its first step where
-    `hit(previous state, state)` holds, written to a temporary folder."""
-    import tempfile
-
+    `hit(previous state, state)` holds, written to the test's temporary folder `tmp`."""
     from checker.traces import itf
     from checker.traces.walk import random_walk
     from model.designs import PRESETS
 
-    out, tmp = [], Path(tempfile.mkdtemp(prefix=f"kvmc-{prefix}-"))
+    out: list[str] = []
     for seed in range(400):
         t = random_walk(cfg, PRESETS[design], steps, seed, params)
         prev = t.init
@@ -248,7 +246,7 @@ def _walks_cut_at(cfg: Any, design: str, steps: int, params: Any, n: int, hit: A
     return out
 
 
-def _sit_out_walks(design: str, n: int = 2) -> list[str]:
+def _sit_out_walks(design: str, tmp: Path, n: int = 2) -> list[str]:
     """Random walks of `design` at finding 9's parameters whose last step is a mixed prefill batch
     in which the running requests sit out (0.5.22's `check_decode_mem` before the mixed decode)."""
     from checker.traces import itf
@@ -260,24 +258,24 @@ def _sit_out_walks(design: str, n: int = 2) -> list[str]:
         run = [r for r in range(src.cfg.num_reqs) if prev.status[r] == RUNNING and s.status[r] == RUNNING]
         return s.last_batch == 1 and bool(run) and not any(s.output_len[r] > prev.output_len[r] for r in run)
 
-    out = _walks_cut_at(src.cfg, design, 4, src.params, n, sits_out, "sitout")
+    out = _walks_cut_at(src.cfg, design, 4, src.params, n, sits_out, tmp)
     assert out, f"no walk of {design} at finding 9's parameters makes the running batch sit out"
     return out
 
 
 @pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
-def test_mixed_decode_sit_out_matches_sglang(version: str) -> None:
+def test_mixed_decode_sit_out_matches_sglang(version: str, tmp_path: Path) -> None:
     """The 0.5.22+ path finding 9 does not take: the mixed decode does not fit, `check_decode_mem`
     fails and the running batch sits out the prefill batch. SGLang's own scheduler follows the
     model's walks state for state (the running requests neither decode nor fail)."""
     root = _root_with(version)
-    walks = _sit_out_walks("v" + version)
+    walks = _sit_out_walks("v" + version, tmp_path)
     res = sr.replay(version, walks, root=root)
     for o in res["outcomes"]:
         assert o["status"] == sr.PASSED and "every state matched" in o["message"], sr.line(o)
 
 
-def _tombstone_then_delete_walks(design: str, n: int = 12) -> list[str]:
+def _tombstone_then_delete_walks(design: str, tmp: Path, n: int = 12) -> list[str]:
     """Random walks of `design` on hybrid_swa_mixed, cut at the first step in which a node becomes
     an SWA tombstone while its last device child is deleted (UnifiedRadixCache's SWA pass tombstoning
     a node before the child goes)."""
@@ -291,18 +289,18 @@ def _tombstone_then_delete_walks(design: str, n: int = 12) -> list[str]:
                    and any(prev.node_len[c] > 0 for c in kids[a]) and not any(s.node_len[c] > 0 for c in kids[a])
                    for a in range(cfg.num_atoms))
 
-    return _walks_cut_at(cfg, design, 8, None, n, tomb_then_delete, "tomb")
+    return _walks_cut_at(cfg, design, 8, None, n, tomb_then_delete, tmp)
 
 
 @pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
-def test_swa_pass_tombstone_before_child_matches_sglang(version: str) -> None:
+def test_swa_pass_tombstone_before_child_matches_sglang(version: str, tmp_path: Path) -> None:
     """docs/conformance.md "The eviction gap fixed": SGLang's UnifiedRadixCache SWA pass may tombstone a
     node and then delete its last child in one eviction, leaving a Full-only leaf. Walks in which the
     model does that replay on SGLang's own scheduler (the forcing puts such a node ahead of the child in
     the SWA LRU list): some follow state for state, and none disagrees (where the walk's set is not one
     SGLang's pass stops on, SGLang's own is one the model allows: `eviction_superset`)."""
     root = _root_with(version)
-    walks = _tombstone_then_delete_walks("v" + version)
+    walks = _tombstone_then_delete_walks("v" + version, tmp_path)
     assert len(walks) >= 4, f"only {len(walks)} walks of v{version} tombstone a node whose child goes in the same step"
     res = sr.replay(version, walks, root=root)
     passed = [o for o in res["outcomes"] if o["status"] == sr.PASSED and "every state matched" in o["message"]]
@@ -336,12 +334,10 @@ def test_finding_1_state_frees_swa_slot_0_on_sglang_0_5_23() -> None:
     assert "ledger on SGLang's objects: NOT exact" in o["table"][1] and "owned twice: 0 by free+free" in o["table"][1], o["table"][1]
 
 
-def _two_objects_walks(design: str, n: int = 20) -> list[str]:
+def _two_objects_walks(design: str, tmp: Path, n: int = 20) -> list[str]:
     """Random walks of `design` on sessions (seeds 0..2999), cut at the first step that admits with
     a request waiting or arriving while the running batch is full only because a session turn runs beside its
     finished previous turn's Req (`unfiltered`): two objects for one request slot."""
-    import tempfile
-
     from checker.traces import itf
     from checker.traces.walk import random_walk
     from model.designs import PRESETS
@@ -350,7 +346,7 @@ def _two_objects_walks(design: str, n: int = 20) -> list[str]:
 
     cfg = CONFIGS["sessions"]
     R = range(cfg.num_reqs)
-    out, tmp = [], Path(tempfile.mkdtemp(prefix="kvmc-twoobj-"))
+    out: list[str] = []
     for seed in range(3000):
         t = random_walk(cfg, PRESETS[design], 8, seed)
         prev = t.init
@@ -369,14 +365,14 @@ def _two_objects_walks(design: str, n: int = 20) -> list[str]:
 
 
 @pytest.mark.parametrize("version", ["0.5.13", "0.5.22"])
-def test_finished_turn_and_next_turn_both_count_in_running_bs(version: str) -> None:
+def test_finished_turn_and_next_turn_both_count_in_running_bs(version: str, tmp_path: Path) -> None:
     """docs/conformance.md, `event_loop/sessions` seed 1001: a streaming session's finished turn stays
     in the running batch (unfiltered) while its next turn runs; they are two Req objects and both
     count in `len(running_batch.reqs)`, so the PrefillAdder has one request row less. Walks in which
     that happens before an admission follow SGLang's scheduler state for state (before the fix the
     model counted the request slot once and admitted a request SGLang did not)."""
     root = _root_with(version)
-    walks = _two_objects_walks("v" + version)
+    walks = _two_objects_walks("v" + version, tmp_path)
     assert len(walks) >= 10, f"only {len(walks)} walks of v{version} admit beside a session's two Req objects"
     res = sr.replay(version, walks, root=root)
     for o in res["outcomes"]:
