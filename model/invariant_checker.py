@@ -65,6 +65,8 @@ def in_batches(x: Ctx, s: State, r: int) -> Any:
     modifies=(),
 )
 def self_check_during_busy(x: Ctx, s: State) -> BusyCheck:
+    """SGLang's busy-time check on state `s` (module docstring): available + evictable + protected +
+    session-held + uncached == total, per pool, after an iteration that ran a batch."""
     cfg = x.cfg
     R = cfg.num_reqs
     ran = x.and_(s.last_batch != NO_BATCH, s.oom == OOM_NONE)  # the check after a crash never runs

@@ -156,11 +156,15 @@ def rem_total_int(x: Ctx, s: State, ad: Adder) -> Any:
 
 @transition("managers/schedule_policy.py::PrefillAdder.cur_rem_tokens", modifies=())
 def cur_rem_tokens(x: Ctx, s: State, ad: Adder) -> Any:
+    """`cur_rem_tokens`: available + evictable less the pass's `cur_rem_token_offset` (the admitted
+    extends and a page each, not their decode reserve)."""
     return full_available_and_evictable(x, s) - ad.cur_rem_token_offset
 
 
 @transition("managers/schedule_policy.py::PrefillAdder.rem_swa_tokens", modifies=())
 def rem_swa_tokens(x: Ctx, s: State, ad: Adder, extra: tuple = ()) -> Any:
+    """`rem_swa_tokens`: SWA available + SWA evictable (with `extra` locks held) less the pass's
+    `rem_swa_token_offset`; with the per-request ring, free rows x ring cost less the offset."""
     if x.cfg.swa_ring:
         return ring_rem_swa_tokens(x, s, ad)
     return s.swa_available + radix_cache.counters(x, s, extra).swa_evictable - ad.rem_swa_token_offset

@@ -1,5 +1,7 @@
 """Which configs run a given line of the model: the lines one symbolic step executes from a free
-state (every field a fresh z3 symbol, the parameters unbounded).
+state (every field a fresh z3 symbol, the parameters unbounded), and the lines the properties
+execute on that state (SGLang's busy and idle checks are read-only transitions the properties
+`busy_check_sound` and `idle_check_sound` read, not the step).
 
 The symbolic interpretation runs both sides of every branch on a state value (model/ops.py), so
 one step from a free state executes every line the config can reach; what it skips is decided by
@@ -26,7 +28,9 @@ def covered_lines(config: str, design: str = "current") -> frozenset[tuple[str, 
     from model.ops import Symbolic
     from model.system import System
     from specs.configs import CONFIGS
+    from specs.properties import PROPERTIES
 
+    from checker.engines.applies import for_config
     from checker.engines.induction import unbounded_params
     from checker.engines.substeps import free_state
 
@@ -52,6 +56,9 @@ def covered_lines(config: str, design: str = "current") -> frozenset[tuple[str, 
     sys.settrace(tracer)
     try:
         system.step(x, s0)
+        for name in for_config(system.cfg):
+            PROPERTIES[name].holds(x, s0)
+            PROPERTIES[name].witness(x, s0)
     finally:
         sys.settrace(old)
     return frozenset((f[len(root):] if f.startswith(root) else f, line) for f, line in hits)
