@@ -118,6 +118,10 @@ MUTANT_CASES: list[Case] = [
     Case("swa_budget_window_unclamped", "hybrid_swa", "no_prefill_oom", 1,
          dict(full_tokens=(10, 10), swa_tokens=(3, 3), sliding_window_size=(8, 8), chunked_prefill_size=(5, 5),
               input_len=(4, 4), max_new_tokens=(1, 1))),
+    # a read-only transition: two requests admitted in one pass, each gated against the whole SWA pool
+    Case("rem_swa_tokens_forgets_offset", "hybrid_swa", "no_prefill_oom", 1,
+         dict(full_tokens=(9, 9), swa_tokens=(4, 4), sliding_window_size=(1, 1), chunked_prefill_size=(5, 5),
+              max_prefill_tokens=(8, 8), input_len=(2, 7), max_new_tokens=(1, 1))),
     # free_swa frees nothing until 3 decode steps slide tokens out of the window: max_new_tokens 6 lies
     # outside hybrid_swa's bounds (1-4), so `kvmc check --config hybrid_swa` cannot reach it; the pins can
     Case("free_swa_keeps_index_mapping", "hybrid_swa", "conservation", 4,
