@@ -38,6 +38,28 @@ def _brief(s: State) -> str:
     return f"F avail {s.full_available}; {reqs}"
 
 
+def _reads_differ(config: str, base: Any, mutant: Any) -> bool:
+    """Whether what the properties read of a state (checker/mutation/equivalence.py
+    `property_reads`) is other terms under the mutant than under the model, from the free state."""
+    from checker.engines.substeps import free_state
+    from checker.mutation.equivalence import _same, property_reads, unbounded
+
+    so, sm = System(CONFIGS[config], base), System(CONFIGS[config], mutant)
+    params = unbounded(so)
+    s0 = free_state(so, params, "rd0")
+    return not all(_same(a, b) for (_n, a), (_m, b) in zip(property_reads(so, params, s0), property_reads(sm, params, s0)))
+
+
+def _verdicts(system: System, p: Any, s: State) -> dict[str, tuple[bool, bool]]:
+    """Each applicable property's (holds, witness) on concrete state `s`."""
+    from specs.properties import PROPERTIES
+
+    from checker.engines.applies import for_config
+
+    x = system.ctx(Concrete(), p)
+    return {n: (bool(PROPERTIES[n].holds(x, s)), bool(PROPERTIES[n].witness(x, s))) for n in for_config(system.cfg)}
+
+
 def _walk(config: str, base: Any, mutant: Any, time_limit_s: float, max_depth: int) -> Iterator[tuple]:
     """Breadth first over the model's reachable states of `config`'s explicit points, each state's
     successors under the model and under the mutant: the one walk `divergence` and `inclusion`
@@ -45,11 +67,14 @@ def _walk(config: str, base: Any, mutant: Any, time_limit_s: float, max_depth: i
     initial states differ (and stops); then per state ("state", point, params, state, path, depth,
     model's successors, mutant's successors), each a dict successor -> the picks that reach it,
     or ("raises", point, params, state, path, depth, states, exception) where the mutant raises (and
-    stops); ("timeout", depth, states) past `time_limit_s`; finally ("end", depth, states,
+    stops), or ("reads", point, params, state, path, depth, {property: (model's, mutant's)}) where a
+    property reads the state differently under the mutant (a mutant of SGLang's busy or idle check;
+    looked at only when the properties' terms differ at all, `_reads_differ`; it stops); ("timeout", depth, states) past `time_limit_s`; finally ("end", depth, states,
     complete). The frontier grows by the model's successors; a consumer stops by leaving the loop."""
     t0 = time.perf_counter()
     cfg = CONFIGS[config]
     so, sm = System(cfg, base), System(cfg, mutant)
+    reads = _reads_differ(config, base, mutant)
     points = param_points(so)
     seen: set[tuple[int, State]] = set()
     frontier: list[tuple[int, State, list[dict[str, Any]]]] = []
@@ -73,6 +98,11 @@ def _walk(config: str, base: Any, mutant: Any, time_limit_s: float, max_depth: i
                 continue
             p = points[pi]
             states += 1
+            if reads:
+                vo, vm = _verdicts(so, p, s), _verdicts(sm, p, s)
+                if vo != vm:
+                    yield ("reads", pi, p, s, path, depth, {n: (vo[n], vm[n]) for n in vo if vo[n] != vm[n]})
+                    return
             succ_o: dict[State, dict[str, Any]] = {}
             for picks, s2 in successors(so, p, s):
                 succ_o.setdefault(s2, picks)
@@ -110,6 +140,12 @@ def divergence(config: str, base: Any, mutant: Any, time_limit_s: float, max_dep
             _, pi, p, s, path, depth, _states, e = ev
             return dict(found=True, depth=depth, point=pi, params=p.as_dict(), path=path, state=_brief(s),
                         fields={}, note=f"the mutant raises {type(e).__name__}: {e}"[:300])
+        if ev[0] == "reads":
+            _, pi, p, s, path, depth, props = ev
+            return dict(found=True, depth=depth, point=pi, params=p.as_dict(), path=path, state=_brief(s),
+                        note="a property reads this reachable state differently (holds, witness: model's -> mutant's)",
+                        fields={n: [str(a), str(b)] for n, (a, b) in list(props.items())[:6]},
+                        seconds=round(time.perf_counter() - t0, 1))
         if ev[0] == "end":
             _, depth, states, complete = ev
             return dict(found=False, depth=depth, states=states, complete=complete,
@@ -160,6 +196,10 @@ def inclusion(config: str, base: Any, mutant: Any, time_limit_s: float, max_dept
             _, _pi, _p, _s, _path, depth, states, e = ev
             return dict(extra=extra + 1, fewer=fewer, states=states, depth=depth, complete=False,
                         first_extra=f"the mutant raises {type(e).__name__} at depth {depth}")
+        if ev[0] == "reads":  # the same states, read differently: not a restriction a property cannot see
+            _, pi, _p, _s, _path, depth, props = ev
+            return dict(extra=extra + 1, fewer=fewer, states=0, depth=depth, complete=False,
+                        first_extra=f"point {pi}, depth {depth}: {', '.join(props)} read the state differently")
         if ev[0] == "end":
             _, depth, states, complete = ev
             return dict(extra=extra, fewer=fewer, states=states, depth=depth, complete=complete, first_extra=first,

@@ -7,7 +7,9 @@ read the same choice variables (`arrive[0]`, `prefill.evict.evict[3]`, ...: a mu
 choice the model does not ask gets a free one). z3 is asked for a state and choices where
 
 * the model's assumptions (`x.assume`, the choices' ranges) and the mutant's disagree, or
-* both hold and some field of the next state differs.
+* both hold and some field of the next state differs, or
+* what a property reads of the state differs (`property_reads`: a mutant of SGLang's busy or idle
+  check changes no step, only what `busy_check_sound` or `idle_check_sound` sees).
 
 Unsat: from every state the lemmas allow, the mutant has exactly the model's successors, so
 (its initial states being the model's) it reaches exactly the model's states: no property can
@@ -102,6 +104,22 @@ def step_terms(system: System, params: Any, s0: State) -> tuple[State, list[Any]
     return nxt, list(x.ops.constraints), dict(x.ops.choices)
 
 
+def property_reads(system: System, params: Any, s0: State) -> list[tuple[str, Any]]:
+    """What the properties read of state `s0` through the design: each applicable property's
+    `holds` and `witness`. A read-only transition only the properties call (SGLang's busy and idle
+    checks) changes these and not the step; a mutant of it is equivalent only if they are equal too."""
+    from specs.properties import PROPERTIES
+
+    from checker.engines.applies import for_config
+
+    x = system.ctx(_Plain(0, prefix="eqr."), params)
+    out = []
+    for n in for_config(system.cfg):
+        out.append((f"{n}.holds", PROPERTIES[n].holds(x, s0)))
+        out.append((f"{n}.witness", PROPERTIES[n].witness(x, s0)))
+    return out
+
+
 def check(config: str, mutant_design: Design, base: Design, timeout_ms: int = 60_000) -> Equivalence:
     """Whether `mutant_design`'s step equals `base`'s on `config` under the lemmas (module docstring)."""
     t0 = time.perf_counter()
@@ -112,10 +130,11 @@ def check(config: str, mutant_design: Design, base: Design, timeout_ms: int = 60
     try:
         post_o, cons_o, ch_o = step_terms(orig, params, s0)
         post_m, cons_m, ch_m = step_terms(mut, params, s0)
+        reads_o, reads_m = property_reads(orig, params, s0), property_reads(mut, params, s0)
     except Exception as e:  # the mutant does not encode (a Python error in its symbolic run)
         return Equivalence(config, "differs", "crash", time.perf_counter() - t0,
                            reason=f"the mutant's symbolic step raised {type(e).__name__}: {e}")
-    diff = [(n, a, b) for (n, a), (_m, b) in zip(_flat(post_o), _flat(post_m)) if not _same(a, b)]
+    diff = [(n, a, b) for (n, a), (_m, b) in zip(_flat(post_o) + reads_o, _flat(post_m) + reads_m) if not _same(a, b)]
     same_cons = len(cons_o) == len(cons_m) and all(_same(a, b) for a, b in zip(cons_o, cons_m))
     if not diff and same_cons:
         return Equivalence(config, "equivalent", "identical terms", time.perf_counter() - t0)

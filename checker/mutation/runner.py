@@ -230,18 +230,20 @@ def model_findings(config: str, depth: int, time_limit_s: float,
 
 
 def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:
-    """One symbolic step of `design` on `config` from the free state (flattened next state, the
-    step's assumptions): equal terms for the model and a mutant mean the same step."""
+    """One symbolic step of `design` on `config` from the free state (flattened next state and
+    what the properties read of the free state, the step's assumptions): equal terms for the model
+    and a mutant mean the same step and the same verdicts."""
     from model.system import System
     from specs.configs import CONFIGS
 
     from checker.engines.substeps import free_state
-    from checker.mutation.equivalence import _flat, step_terms, unbounded
+    from checker.mutation.equivalence import _flat, property_reads, step_terms, unbounded
 
     system = System(CONFIGS[config], design)
     params = unbounded(system)
-    post, cons, _ch = step_terms(system, params, free_state(system, params, "eq0"))
-    return [v for _n, v in _flat(post)], cons
+    s0 = free_state(system, params, "eq0")
+    post, cons, _ch = step_terms(system, params, s0)
+    return [v for _n, v in _flat(post) + property_reads(system, params, s0)], cons
 
 
 def relevant(config: str, design: Any, base: Baseline) -> bool:

@@ -323,3 +323,27 @@ def test_a_rerun_with_the_baseline_cache_skips_the_models_runs(tmp_path: Path) -
     p = _run("--mutant", mid, "--baseline-cache", str(afile))
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "is a file" in lines[0], p.stderr
+
+
+def test_a_mutant_of_a_check_only_the_properties_read_is_covered_not_equivalent_and_killed(tmp_path: Path) -> None:
+    """SGLang's idle check is a read-only transition that no step calls: `idle_check_sound` reads
+    it. Its mutant (the row equation `==` -> `!=`) changes no successor, so a comparison of steps
+    alone would call it equivalent (and the coverage of the step alone, unreached). The line is
+    covered through the properties, z3 finds the properties' reads differ, the divergence is the
+    reachable state they read differently, and the hunt kills it."""
+    from checker.mutation import equivalence
+    from checker.mutation.coverage import configs_running
+    from checker.mutation.diff import divergence
+    from model.designs import PRESETS
+
+    m = find("self_check_during_idle", "cmp", "s.req_pool_available + n_held == x.p.req_pool_size")
+    assert configs_running(m.file, m.line, ["small", "sessions"]) == ["small", "sessions"]
+    e = equivalence.check("sessions", design_for(m), PRESETS["current"], 30_000)
+    assert e.verdict == "differs" and any(f.startswith("idle_check_") for f in e.fields), e
+    d = divergence("sessions", PRESETS["current"], design_for(m), 30)
+    assert d["found"] and "reads this reachable state differently" in d["note"] and "idle_check_sound" in d["fields"], d
+    p = _run("--mutant", m.id, "--config", "sessions", "--budget", "60", "--divergence-time", "10", "--json",
+             "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (o,) = json.loads(p.stdout)["outcomes"]
+    assert o["status"] == "killed" and o["kill"]["property"].startswith("idle_check_"), o
