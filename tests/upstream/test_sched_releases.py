@@ -236,7 +236,7 @@ def _walks_cut_at(cfg: Any, design: str, steps: int, params: Any, n: int, hit: A
         for k, st in enumerate(t.steps):
             if hit(prev, st.state):
                 t.steps = t.steps[:k + 1]
-                f = tmp / f"{prefix}{seed}.itf.json"
+                f = tmp / f"walk{seed}.itf.json"
                 itf.write(f, t)
                 out.append(str(f))
                 break
