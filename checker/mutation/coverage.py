@@ -23,16 +23,15 @@ MODEL_DIR = str(Path(__file__).resolve().parents[2] / "model")
 @functools.lru_cache(maxsize=None)
 def covered_lines(config: str, design: str = "current") -> frozenset[tuple[str, int]]:
     """(file name relative to the repository, line) of every model line one symbolic step of
-    `config` executes."""
+    `config` executes, or the properties execute on its free state."""
     from model.designs import PRESETS
     from model.ops import Symbolic
     from model.system import System
     from specs.configs import CONFIGS
-    from specs.properties import PROPERTIES
 
-    from checker.engines.applies import for_config
     from checker.engines.induction import unbounded_params
     from checker.engines.substeps import free_state
+    from checker.mutation.equivalence import property_reads
 
     system = System(CONFIGS[config], PRESETS[design])
     params, _ = unbounded_params(system)
@@ -56,9 +55,7 @@ def covered_lines(config: str, design: str = "current") -> frozenset[tuple[str, 
     sys.settrace(tracer)
     try:
         system.step(x, s0)
-        for name in for_config(system.cfg):
-            PROPERTIES[name].holds(x, s0)
-            PROPERTIES[name].witness(x, s0)
+        property_reads(x, s0)
     finally:
         sys.settrace(old)
     return frozenset((f[len(root):] if f.startswith(root) else f, line) for f, line in hits)

@@ -42,22 +42,19 @@ def _reads_differ(config: str, base: Any, mutant: Any) -> bool:
     """Whether what the properties read of a state (checker/mutation/equivalence.py
     `property_reads`) is other terms under the mutant than under the model, from the free state."""
     from checker.engines.substeps import free_state
-    from checker.mutation.equivalence import _same, property_reads, unbounded
+    from checker.mutation.equivalence import _same, symbolic_reads, unbounded
 
     so, sm = System(CONFIGS[config], base), System(CONFIGS[config], mutant)
     params = unbounded(so)
     s0 = free_state(so, params, "rd0")
-    return not all(_same(a, b) for (_n, a), (_m, b) in zip(property_reads(so, params, s0), property_reads(sm, params, s0)))
+    return not all(_same(a, b) for (_n, a), (_m, b) in zip(symbolic_reads(so, params, s0), symbolic_reads(sm, params, s0)))
 
 
-def _verdicts(system: System, p: Any, s: State) -> dict[str, tuple[bool, bool]]:
-    """Each applicable property's (holds, witness) on concrete state `s`."""
-    from specs.properties import PROPERTIES
+def _verdicts(system: System, p: Any, s: State) -> dict[str, bool]:
+    """`property_reads` of concrete state `s` (each property's holds and witness)."""
+    from checker.mutation.equivalence import property_reads
 
-    from checker.engines.applies import for_config
-
-    x = system.ctx(Concrete(), p)
-    return {n: (bool(PROPERTIES[n].holds(x, s)), bool(PROPERTIES[n].witness(x, s))) for n in for_config(system.cfg)}
+    return {n: bool(v) for n, v in property_reads(system.ctx(Concrete(), p), s)}
 
 
 def _walk(config: str, base: Any, mutant: Any, time_limit_s: float, max_depth: int) -> Iterator[tuple]:
@@ -67,10 +64,11 @@ def _walk(config: str, base: Any, mutant: Any, time_limit_s: float, max_depth: i
     initial states differ (and stops); then per state ("state", point, params, state, path, depth,
     model's successors, mutant's successors), each a dict successor -> the picks that reach it,
     or ("raises", point, params, state, path, depth, states, exception) where the mutant raises (and
-    stops), or ("reads", point, params, state, path, depth, {property: (model's, mutant's)}) where a
+    stops), or ("reads", point, params, state, path, depth, {read: (model's, mutant's)}) where a
     property reads the state differently under the mutant (a mutant of SGLang's busy or idle check;
-    looked at only when the properties' terms differ at all, `_reads_differ`; it stops); ("timeout", depth, states) past `time_limit_s`; finally ("end", depth, states,
-    complete). The frontier grows by the model's successors; a consumer stops by leaving the loop."""
+    looked at only when the properties' terms differ at all, `_reads_differ`; it stops);
+    ("timeout", depth, states) past `time_limit_s`; finally ("end", depth, states, complete). The
+    frontier grows by the model's successors; a consumer stops by leaving the loop."""
     t0 = time.perf_counter()
     cfg = CONFIGS[config]
     so, sm = System(cfg, base), System(cfg, mutant)
@@ -143,7 +141,7 @@ def divergence(config: str, base: Any, mutant: Any, time_limit_s: float, max_dep
         if ev[0] == "reads":
             _, pi, p, s, path, depth, props = ev
             return dict(found=True, depth=depth, point=pi, params=p.as_dict(), path=path, state=_brief(s),
-                        note="a property reads this reachable state differently (holds, witness: model's -> mutant's)",
+                        note="a property reads this reachable state differently (model's -> mutant's)",
                         fields={n: [str(a), str(b)] for n, (a, b) in list(props.items())[:6]},
                         seconds=round(time.perf_counter() - t0, 1))
         if ev[0] == "end":

@@ -104,20 +104,25 @@ def step_terms(system: System, params: Any, s0: State) -> tuple[State, list[Any]
     return nxt, list(x.ops.constraints), dict(x.ops.choices)
 
 
-def property_reads(system: System, params: Any, s0: State) -> list[tuple[str, Any]]:
-    """What the properties read of state `s0` through the design: each applicable property's
-    `holds` and `witness`. A read-only transition only the properties call (SGLang's busy and idle
-    checks) changes these and not the step; a mutant of it is equivalent only if they are equal too."""
+def property_reads(x: Any, s: State) -> list[tuple[str, Any]]:
+    """What the properties read of state `s` through context `x` (its design, its interpretation):
+    each of the config's properties' `holds` and `witness`. A read-only transition only the
+    properties call (SGLang's busy and idle checks) changes these and not the step; a mutant of it
+    is equivalent only if they are equal too."""
     from specs.properties import PROPERTIES
 
     from checker.engines.applies import for_config
 
-    x = system.ctx(_Plain(0, prefix="eqr."), params)
     out = []
-    for n in for_config(system.cfg):
-        out.append((f"{n}.holds", PROPERTIES[n].holds(x, s0)))
-        out.append((f"{n}.witness", PROPERTIES[n].witness(x, s0)))
+    for n in for_config(x.cfg):
+        out.append((f"{n}.holds", PROPERTIES[n].holds(x, s)))
+        out.append((f"{n}.witness", PROPERTIES[n].witness(x, s)))
     return out
+
+
+def symbolic_reads(system: System, params: Any, s0: State) -> list[tuple[str, Any]]:
+    """`property_reads` of the free state `s0` as terms (no named intermediate values)."""
+    return property_reads(system.ctx(_Plain(0, prefix="eqr."), params), s0)
 
 
 def check(config: str, mutant_design: Design, base: Design, timeout_ms: int = 60_000) -> Equivalence:
@@ -130,7 +135,7 @@ def check(config: str, mutant_design: Design, base: Design, timeout_ms: int = 60
     try:
         post_o, cons_o, ch_o = step_terms(orig, params, s0)
         post_m, cons_m, ch_m = step_terms(mut, params, s0)
-        reads_o, reads_m = property_reads(orig, params, s0), property_reads(mut, params, s0)
+        reads_o, reads_m = symbolic_reads(orig, params, s0), symbolic_reads(mut, params, s0)
     except Exception as e:  # the mutant does not encode (a Python error in its symbolic run)
         return Equivalence(config, "differs", "crash", time.perf_counter() - t0,
                            reason=f"the mutant's symbolic step raised {type(e).__name__}: {e}")

@@ -237,13 +237,13 @@ def _step_terms(config: str, design: Any) -> tuple[list[Any], list[Any]]:
     from specs.configs import CONFIGS
 
     from checker.engines.substeps import free_state
-    from checker.mutation.equivalence import _flat, property_reads, step_terms, unbounded
+    from checker.mutation.equivalence import _flat, step_terms, symbolic_reads, unbounded
 
     system = System(CONFIGS[config], design)
     params = unbounded(system)
     s0 = free_state(system, params, "eq0")
     post, cons, _ch = step_terms(system, params, s0)
-    return [v for _n, v in _flat(post) + property_reads(system, params, s0)], cons
+    return [v for _n, v in _flat(post) + symbolic_reads(system, params, s0)], cons
 
 
 def relevant(config: str, design: Any, base: Baseline) -> bool:
