@@ -148,9 +148,9 @@ def session_slots(x: Ctx, s: State) -> Any:
 
 def chunked_fits(x: Ctx, s: State) -> Any:
     """Without hybrid SWA, a chunked request's remaining prefill fits the budget its admission
-    reserved: add_one_req admitted it only if e + mnt + page_size < rem_total_tokens, each later
-    chunk allocates exactly what it advances ceil(C), and nothing else runs between chunks (a
-    truncated chunk ends the pass; prefill has priority over decode). So add_chunked_req never
+    reserved: add_one_req admitted it only if e + mnt + page_size < rem_total_tokens (e + mnt before
+    #22495), each later chunk allocates exactly what it advances ceil(C), and nothing else runs
+    between chunks (a truncated chunk ends the pass; prefill has priority over decode). So add_chunked_req never
     reaches its "must be added" fallback. Not under mixed chunk: there the running batch decodes
     beside every chunk, out of memory the chunk's admission counted (the BMC dropped it at depth 2)."""
     from model import prefill_adder as pa
@@ -164,7 +164,9 @@ def chunked_fits(x: Ctx, s: State) -> Any:
     c = []
     for r in range(R):
         fill = s.origin_input_len[r] + s.output_len[r]
-        need = fill - x.ceil_page(s.kv_committed_len[r]) + pa.max_new_remaining(x, s, r) + x.ps
+        # the page the gate reserves since #22495 (v0.5.11); before it the gate charged extend + max_new
+        reserve = x.ps if x.on("admission_page_reserve") else 0
+        need = fill - x.ceil_page(s.kv_committed_len[r]) + pa.max_new_remaining(x, s, r) + reserve
         c.append(x.implies(s.status[r] == CHUNKED, budget > den * need))
     return x.and_(*c)
 

@@ -4,6 +4,7 @@
     kvmc mutate --per-module 5 --budget 300 --markdown docs/mutants-generated.md --save bench/mutation.json
     kvmc mutate --list --module session
     kvmc mutate --transition _token_gates --transition decode_tokens_needed --budget 120 --jobs 2
+    kvmc mutate --design v0.5.10.post1 --transition cache_unfinished_req --conform 0.5.10.post1
 
 Exit status: 0 when every mutant was run (whatever survived), 1 with `--fail-under RATE` when the
 kill rate is below it, 2 on bad input, 130 on Ctrl-C (every child process is stopped first).
@@ -57,7 +58,7 @@ def _report(args: argparse.Namespace, outcomes: list[Any], configs: list[str], s
 
     argv = " ".join(sys.argv[1:]) if sys.argv[1:2] == ["mutate"] else "mutate ..."
     rows = summary(outcomes, lambda o: o.module)
-    data = dict(command=f"kvmc {argv}", budget_s=args.budget, seed=args.seed, configs=configs, seconds=round(seconds, 1),
+    data = dict(command=f"kvmc {argv}", design=args.design, budget_s=args.budget, seed=args.seed, configs=configs, seconds=round(seconds, 1),
                 machine=f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end",
                 partial=partial or None, by_module=rows, outcomes=[o.as_dict() for o in outcomes])
     if args.save:
@@ -93,6 +94,10 @@ def cmd_mutate(args: argparse.Namespace) -> int:
             raise UsageError(f"{name}={v} must be at least {lo}")
     if args.fail_under is not None and not 0 <= args.fail_under <= 1:
         raise UsageError(f"--fail-under={args.fail_under} must be a fraction between 0 and 1")
+    from model.designs import PRESETS, sglang_release
+
+    if args.design not in PRESETS:
+        raise UsageError(f"unknown design {args.design!r}; expected a preset: {', '.join(PRESETS)} (kvmc list)")
     if args.conform_examples < 1:
         raise UsageError(f"--conform-examples={args.conform_examples} must be at least 1")
     if args.conform is not None:
@@ -106,6 +111,9 @@ def cmd_mutate(args: argparse.Namespace) -> int:
             release_path(default_dir(), args.conform)
         except UpstreamUsageError as e:
             raise UsageError(f"--conform {args.conform}: {e}") from None
+        if args.conform != sglang_release(args.design):
+            raise UsageError(f"--conform {args.conform} with --design {args.design}: conformance runs a preset against its "
+                             f"own release; give --conform {sglang_release(args.design)}")
     _check_writable(args.save, "--save")
     _check_writable(args.markdown, "--markdown")
     cache = None
@@ -138,7 +146,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     try:
         mutate(ms, configs, args.budget, args.jobs, args.equiv_timeout, args.divergence_time,
                progress=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)), into=outcomes,
-               cache=cache, conform=args.conform, conform_examples=args.conform_examples)
+               cache=cache, conform=args.conform, conform_examples=args.conform_examples, design=args.design)
     except interrupt.Interrupted as e:  # every child is stopped by now: report the mutants settled so far
         done = [o for o in outcomes if o.status != "pending"]
         for o in done:  # a survivor the interrupt caught before its classification
@@ -171,6 +179,9 @@ def add_parser(sub: Any) -> Any:
     pm.add_argument("--module", default=None, metavar="M", help="only the transitions of model/M.py (default: every module)")
     pm.add_argument("--transition", action="append", default=[], metavar="NAME",
                     help="only the mutants of this transition (repeatable; names as `kvmc list` prints them)")
+    pm.add_argument("--design", default="current", metavar="PRESET",
+                    help="the preset whose transitions are mutated and checked (kvmc list; default current): a line "
+                         "only older releases run is reached under theirs")
     pm.add_argument("--config", action="append", default=[], metavar="C",
                     help="only these configs (default: every config that runs the mutated line)")
     pm.add_argument("--budget", type=float, default=300.0, metavar="S", help="seconds of checking per mutant (default 300)")

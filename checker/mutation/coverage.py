@@ -7,7 +7,9 @@ The symbolic interpretation runs both sides of every branch on a state value (mo
 one step from a free state executes every line the config can reach; what it skips is decided by
 the config alone (page size, features, number of request slots, design flags), so a line it does
 not execute is dead in that config. A mutant of a line no config executes cannot be killed by
-any check: the report lists it as unreached (a gap in the configs, not in the properties).
+any check: the report lists it as unreached (a gap in the configs, not in the properties), with
+the presets whose configs do run it (a line of a fix's "off" side runs only under the releases
+before the fix).
 """
 
 from __future__ import annotations
@@ -61,6 +63,23 @@ def covered_lines(config: str, design: str = "current") -> frozenset[tuple[str, 
     return frozenset((f[len(root):] if f.startswith(root) else f, line) for f, line in hits)
 
 
-def configs_running(file: str, line: int, configs: list[str]) -> list[str]:
-    """The configs (of `configs`) whose step executes `file`:`line`."""
-    return [c for c in configs if (file, line) in covered_lines(c)]
+def configs_running(file: str, line: int, configs: list[str], design: str = "current") -> list[str]:
+    """The configs (of `configs`) whose step under preset `design` executes `file`:`line`."""
+    return [c for c in configs if (file, line) in covered_lines(c, design)]
+
+
+def presets_running(sites: list[tuple[str, int]], configs: list[str], but: str) -> dict[tuple[str, int], list[str]]:
+    """For each (file, line) of `sites`: the presets other than `but` (and the ones with its flags)
+    whose step on some config of `configs` executes it, newest first. A line only older releases
+    run (a fix turned off, a mechanism since removed) is checked by `kvmc mutate --design` one of them."""
+    from model.designs import PRESETS
+
+    out: dict[tuple[str, int], list[str]] = {site: [] for site in sites}
+    for name in reversed(list(PRESETS)):
+        if name == but or PRESETS[name].fixes == PRESETS[but].fixes:
+            continue
+        lines = frozenset().union(*(covered_lines(c, name) for c in configs))
+        for site, names in out.items():
+            if site in lines:
+                names.append(name)
+    return out

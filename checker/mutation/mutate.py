@@ -3,7 +3,9 @@ engines, killed or not, and every survivor explained.
 
 Per mutant (checker/mutation/operators.py):
 
-    unreached   no config's step executes the mutated line (checker/mutation/coverage.py)
+    unreached   no config's step executes the mutated line under the run's preset (`--design`,
+                default current; checker/mutation/coverage.py); the evidence names the presets
+                whose configs do (a fix's "off" side runs only under the releases before it)
     invalid     the mutated model raises a Python error: every engine stops on it (not counted)
     killed      an engine found a property violated, or left vacuous where the model is not
                 (checker/mutation/runner.py), within the budget; or, with `--conform VERSION`, a
@@ -105,8 +107,9 @@ def select(module: str | None, seed: int, max_mutants: int | None, ops: tuple[st
 
 
 def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equiv_timeout_s: float,
-              divergence_s: float, tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
-    """A survivor: equivalent (z3), or which gap, with evidence (module docstring)."""
+              divergence_s: float, preset: str = "current",
+              tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
+    """A survivor of preset `preset`: equivalent (z3), or which gap, with evidence (module docstring)."""
     from model.designs import PRESETS
 
     from checker.mutation import equivalence
@@ -114,8 +117,8 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
     from checker.mutation.operators import design_for, parse_id
 
     m = parse_id(mid)
-    design = design_for(m)
-    base = PRESETS["current"]
+    base = PRESETS[preset]
+    design = design_for(m, base)
     eqs = []
     for c in configs:
         tell(dict(engine="equivalence", config=c))
@@ -188,28 +191,43 @@ def _classify(mid: str, configs: list[str], searched: list[dict[str, Any]], equi
 def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_BUDGET_S, workers: int = 1,
            equiv_timeout_s: float = EQUIV_TIMEOUT_S, divergence_s: float = DIVERGENCE_S,
            progress: Callable[[str], None] | None = None, into: list[Outcome] | None = None,
-           cache: Any = None, conform: str | None = None, conform_examples: int = CONFORM_EXAMPLES) -> list[Outcome]:
+           cache: Any = None, conform: str | None = None, conform_examples: int = CONFORM_EXAMPLES,
+           design: str = "current") -> list[Outcome]:
     """Every mutant's outcome (module docstring). `into`: a list the outcomes are put in as they
     are created (status "pending" until settled), so an interrupted run can report what it settled.
     `cache` (baseline_cache.BaselineCache): the model's own baseline searches and first-step BMC,
     reused from an earlier run on the same sources. `conform` (a SGLang release, installed): the
     survivors are run through `kvmc conform` against it before they are classified
     (checker/mutation/conformance.py); one whose rows disagree with SGLang where the model agrees
-    is killed by conformance."""
+    is killed by conformance. `design`: the preset the mutants are made of and measured against
+    (its release is the one `conform` must name); a mutant of a line no config of it runs is
+    `unreached`, and its evidence names the presets whose configs do run it."""
     from checker.mutation import runner
-    from checker.mutation.coverage import configs_running
+    from checker.mutation.coverage import configs_running, presets_running
 
     say = progress or (lambda msg: None)
     outcomes: list[Outcome] = into if into is not None else []
     for m in mutants:
-        run_in = configs_running(m.file, m.line, configs)
+        run_in = configs_running(m.file, m.line, configs, design)
         outcomes.append(Outcome(m, run_in, "unreached" if not run_in else "pending"))
+    unreached = [o for o in outcomes if o.status == "unreached"]
+    if unreached:
+        say(f"coverage: {len(unreached)} mutant(s) of lines no config of {design} runs; which presets run them")
+        elsewhere = presets_running([(o.mutant.file, o.mutant.line) for o in unreached], configs, design)
+        for o in unreached:
+            names = elsewhere[(o.mutant.file, o.mutant.line)]
+            o.evidence = (f"no config of {design} runs {o.mutant.file}:{o.mutant.line}; "
+                          + (f"the configs of {', '.join(names)} do: `kvmc mutate --design {names[0]}` checks it"
+                             if names else f"nor do they under any other preset ({len(configs)} config(s) looked at)"))
     used = sorted({c for o in outcomes for c in o.configs}, key=configs.index)
     baselines = {}
     for c in used:
         say(f"baseline: the model's explicit search on {c}")
-        baselines[c] = runner.baseline(c, min(120.0, budget_s), cache)
-        if baselines[c].violated:
+        baselines[c] = runner.baseline(c, min(120.0, budget_s), cache, design)
+        for p, why in baselines[c].model_violates.items():
+            if design != "current":
+                say(f"baseline: {p} on {c}: {why}; kills by it there do not count")
+        if baselines[c].violated and design == "current":
             raise RuntimeError(f"the model itself violates {baselines[c].violated} on {c}: fix the model before "
                                "measuring the checker with mutants")
     todo = [o for o in outcomes if o.status == "pending"]
@@ -234,7 +252,7 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
         findings_s = min(FINDINGS_S, budget_s)
         fresh = []
         for c in hunted_in:
-            hit = cache.get("findings", c, FINDINGS_DEPTH, findings_s) if cache is not None else None
+            hit = cache.get("findings", c, FINDINGS_DEPTH, findings_s, design) if cache is not None else None
             if hit is None:
                 fresh.append(c)
             else:
@@ -246,9 +264,9 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
             found(j)
             r = j.result or {}
             if cache is not None and set(r) == {"violated", "reached"}:  # not an error or a stopped job
-                cache.put("findings", j.key, (FINDINGS_DEPTH, findings_s), r)
+                cache.put("findings", j.key, (FINDINGS_DEPTH, findings_s, design), r)
 
-        runner.run_jobs([runner.Job(c, runner.model_findings, (c, FINDINGS_DEPTH, findings_s), findings_s)
+        runner.run_jobs([runner.Job(c, runner.model_findings, (c, FINDINGS_DEPTH, findings_s, design), findings_s)
                          for c in fresh], workers, found_fresh)
     by_id = {o.mutant.id: o for o in todo}
     count = [0]
@@ -267,7 +285,8 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
                            f" at depth {o.kill['depth']}" if o.kill else "") + (f" ({o.error})" if o.error else "")
         say(f"[{count[0]}/{len(todo)}] {o.mutant.id}: {what}, {o.seconds:.1f}s")
 
-    jobs = [runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines), budget_s) for o in todo]
+    jobs = [runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines, design), budget_s)
+            for o in todo]
     runner.run_jobs(jobs, workers, hunted)
     # a kill on the full bounds (BMC, random runs) counts only if the model holds that property
     # there to that depth (runner.model_check, once per config and property), or, where that BMC
@@ -307,7 +326,7 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
                 return
             say(f"model check: {p} on {c}: {baselines[c].model_violates[p]}; kills by it there do not count")
 
-        runner.run_jobs([runner.Job(f"{c}/{p}", runner.model_check, (c, p, d, budget_s), budget_s)
+        runner.run_jobs([runner.Job(f"{c}/{p}", runner.model_check, (c, p, d, budget_s, design), budget_s)
                          for (c, p), d in need.items()], workers, checked)
         at = [o for o in todo if unconfirmed(o) and o.kill and (o.kill["config"], o.kill["property"]) in unfinished
               and o.kill.get("point")]
@@ -323,7 +342,7 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
                 + f" ({(j.result or {}).get('stopped') or 'explicit search of the model'})")
 
         runner.run_jobs([runner.Job(o.mutant.id, runner.confirm_at, (o.kill["config"], o.kill["point"], o.kill["property"],
-                                                                     o.kill["depth"], budget_s), budget_s)
+                                                                     o.kill["depth"], budget_s, design), budget_s)
                          for o in at if o.kill], workers, confirmed)
         for (c, p), why in unfinished.items():
             if any(unconfirmed(o) and o.kill and (o.kill["config"], o.kill["property"]) == (c, p) for o in todo):
@@ -338,8 +357,8 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
         for o in redo:
             say(f"{o.mutant.id}: its kill ({o.kill['property']} on {o.kill['config']}) is the model's own: checked again")
             o.status, o.kill = "pending", None
-        runner.run_jobs([runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines), budget_s)
-                         for o in redo], workers, hunted)
+        runner.run_jobs([runner.Job(o.mutant.id, runner.hunt, (o.mutant.id, o.configs, budget_s, baselines, design),
+                                    budget_s) for o in redo], workers, hunted)
     findings = {c: dict(b.model_violates) for c, b in baselines.items() if b.model_violates}
     for o in todo:  # the report says which kills a finding of the model's would have faked
         if findings and o.status in ("killed", "survived") and set(o.configs) & set(findings):
@@ -381,7 +400,7 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
     cjobs = []
     for o in survivors:  # where its step differs (as terms), cheapest config first
         cs = sorted(o.live if o.live else o.configs, key=lambda c: baselines[c].seconds if c in baselines else 0.0)
-        cjobs.append(runner.Job(o.mutant.id, _classify, (o.mutant.id, cs, o.searched, equiv_timeout_s, divergence_s),
+        cjobs.append(runner.Job(o.mutant.id, _classify, (o.mutant.id, cs, o.searched, equiv_timeout_s, divergence_s, design),
                                 equiv_timeout_s * len(cs) + divergence_s + 60))
     runner.run_jobs(cjobs, workers, classified)
     return outcomes
@@ -438,6 +457,10 @@ def render_text(outcomes: list[Outcome], budget_s: float) -> str:
     if eq:
         out += ["", "equivalent:"]
         out += [f"  {o.mutant.id}: {o.mutant.describe()} ({o.evidence})" for o in eq]
+    far = [o for o in outcomes if o.status == "unreached"]
+    if far:
+        out += ["", "unreached:"]
+        out += [f"  {o.mutant.id}: {o.evidence or o.mutant.describe()}" for o in far]
     bad = [o for o in outcomes if o.status in ("invalid", "error")]
     if bad:
         out += ["", "invalid (the mutated model raises) or errors:"]

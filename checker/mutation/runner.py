@@ -143,9 +143,12 @@ def explicit_points(system: Any) -> list[Any]:
     return param_points(system)
 
 
-def baseline(config: str, time_limit_s: float, cache: Any = None) -> Baseline:
-    """The model's explicit search on `config` (and its step's terms, for `relevant`); read from
-    `cache` (a baseline_cache.BaselineCache) where an earlier run on the same sources wrote it."""
+def baseline(config: str, time_limit_s: float, cache: Any = None, design: str = "current") -> Baseline:
+    """The explicit search of preset `design` (the model the mutants are made of) on `config`, and
+    its step's terms, for `relevant`; read from `cache` (a baseline_cache.BaselineCache) where an
+    earlier run on the same sources wrote it. A property the preset itself violates there (an older
+    release's finding, such as #22862 on `sessions` before 0.5.11) kills no mutant on `config`
+    (`model_violates`); `mutate` refuses such a baseline for `current`."""
     from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS
@@ -153,28 +156,32 @@ def baseline(config: str, time_limit_s: float, cache: Any = None) -> Baseline:
     from checker.engines.explicit import Explorer
     from checker.verdict import Verdict
 
-    args = (time_limit_s, EXPLICIT_DEPTH)
+    def finish(b: Baseline, at: dict[str, int]) -> Baseline:
+        b.model_violates = {p: f"the model ({design}) violates it on the explicit points at depth {d}"
+                            for p, d in at.items()}
+        b.terms = _step_terms(config, PRESETS[design])
+        return b
+
+    args = (time_limit_s, EXPLICIT_DEPTH, design)
     hit = cache.get("baseline", config, *args) if cache is not None else None
     if hit is not None:
         b = Baseline(config, hit["witness"], hit["violated"], hit["depth"], hit["exhausted"], hit["seconds"])
-        b.terms = _step_terms(config, PRESETS["current"])
-        return b
+        return finish(b, hit.get("violated_at") or {})
     t0 = time.perf_counter()
-    system = System(CONFIGS[config], PRESETS["current"])
+    system = System(CONFIGS[config], PRESETS[design])
     s = Explorer(system, None, points=explicit_points(system), time_limit_s=time_limit_s).run(EXPLICIT_DEPTH)
-    bad = [p for p, r in s.results.items() if r.verdict is Verdict.VIOLATED]
-    b = Baseline(config, {p: r.witness_depth for p, r in s.results.items()}, bad, s.depth_reached,
+    at = {p: r.depth for p, r in s.results.items() if r.verdict is Verdict.VIOLATED}
+    b = Baseline(config, {p: r.witness_depth for p, r in s.results.items()}, list(at), s.depth_reached,
                  s.exhausted_at is not None, time.perf_counter() - t0)
-    if cache is not None and not bad:
-        cache.put("baseline", config, args, dict(witness=b.witness, violated=b.violated, depth=b.depth,
+    if cache is not None and (not at or design != "current"):
+        cache.put("baseline", config, args, dict(witness=b.witness, violated=b.violated, violated_at=at, depth=b.depth,
                                                  exhausted=b.exhausted, seconds=b.seconds))
-    b.terms = _step_terms(config, PRESETS["current"])
-    return b
+    return finish(b, at)
 
 
 def _model_bmc(config: str, props: list[str], depth: int, time_limit_s: float,
-               stop_on_violation: bool) -> tuple[dict[str, Any], int]:
-    """The model's BMC of `props` on `config`'s full bounds to `depth`, abandoned after
+               stop_on_violation: bool, design: str) -> tuple[dict[str, Any], int]:
+    """The BMC of the model (preset `design`) of `props` on `config`'s full bounds to `depth`, abandoned after
     `time_limit_s`: its results and the depth it finished."""
     from model.designs import PRESETS
     from model.system import System
@@ -182,7 +189,7 @@ def _model_bmc(config: str, props: list[str], depth: int, time_limit_s: float,
 
     from checker.engines.bmc import BMC
 
-    bmc = BMC(System(CONFIGS[config], PRESETS["current"]), props, minimize=False)
+    bmc = BMC(System(CONFIGS[config], PRESETS[design]), props, minimize=False)
     until = time.perf_counter() + time_limit_s
     timer = threading.Timer(time_limit_s, bmc.interrupt_check)
     timer.daemon = True
@@ -200,7 +207,7 @@ def _model_bmc(config: str, props: list[str], depth: int, time_limit_s: float,
     return res, reached[0]
 
 
-def model_check(config: str, prop: str, depth: int, time_limit_s: float,
+def model_check(config: str, prop: str, depth: int, time_limit_s: float, design: str = "current",
                 tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
     """Does the model itself hold `prop` on `config`'s full bounds to `depth` (BMC)? A mutant's kill
     by BMC or random runs (the full bounds, where the explicit baseline did not look) counts only
@@ -209,12 +216,12 @@ def model_check(config: str, prop: str, depth: int, time_limit_s: float,
     from checker.verdict import Verdict
 
     tell(dict(engine="model bmc", config=config))
-    res, reached = _model_bmc(config, [prop], depth, time_limit_s, stop_on_violation=True)
+    res, reached = _model_bmc(config, [prop], depth, time_limit_s, stop_on_violation=True, design=design)
     r = res.get(prop)
     return dict(violated=r.depth if r is not None and r.verdict is Verdict.VIOLATED else None, reached=reached)
 
 
-def model_findings(config: str, depth: int, time_limit_s: float,
+def model_findings(config: str, depth: int, time_limit_s: float, design: str = "current",
                    tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
     """Every property the model itself violates on `config`'s full bounds within `depth` (BMC,
     all properties at once): known before the hunt, such a property kills no mutant there, so no
@@ -225,7 +232,7 @@ def model_findings(config: str, depth: int, time_limit_s: float,
     from checker.verdict import Verdict
 
     tell(dict(engine="model bmc", config=config))
-    res, reached = _model_bmc(config, list(PROPERTIES), depth, time_limit_s, stop_on_violation=False)
+    res, reached = _model_bmc(config, list(PROPERTIES), depth, time_limit_s, stop_on_violation=False, design=design)
     return dict(violated={p: r.depth for p, r in res.items() if r.verdict is Verdict.VIOLATED}, reached=reached)
 
 
@@ -283,9 +290,11 @@ def _random_hunt(system: Any, depth: int, give_up: Callable[[], bool], examples:
     return prop, n, params.as_dict()
 
 
-def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Baseline],
+def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Baseline], preset: str = "current",
          tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
-    """Kill mutant `mid` on `configs` within `budget_s` (module docstring). Returns plain data."""
+    """Kill mutant `mid` of preset `preset` on `configs` within `budget_s` (module docstring).
+    Returns plain data."""
+    from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS
 
@@ -298,7 +307,7 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
     t0 = time.perf_counter()
     deadline = t0 + budget_s
     m = parse_id(mid)
-    design = design_for(m)
+    design = design_for(m, PRESETS[preset])
     searched: list[Search] = []
     # cheap configs first: the model's own search there was quick, so the mutant's likely is too
     order = sorted(configs, key=lambda c: baselines[c].seconds if c in baselines else 0.0)
@@ -360,7 +369,7 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                 if t < 0.5:
                     break
                 tell(dict(engine="divergence", config=c))
-                aims[c] = aim(c, design, t)
+                aims[c] = aim(c, design, t, preset)
                 if aims[c].diverges or aims[c].same:
                     probe.remove(c)
             limit *= 2
@@ -383,7 +392,7 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                 searched.append(Search("explicit", c, s.depth_reached, time.perf_counter() - t0, s.exhausted_at is not None,
                                        1, s.distinct_states, s.stopped, point=a.point))
                 for p, r in s.results.items():
-                    if r.verdict is Verdict.VIOLATED and p in props_on(c) and model_holds_at(c, points[a.point], p, r.depth, base):
+                    if r.verdict is Verdict.VIOLATED and p in props_on(c) and model_holds_at(c, points[a.point], p, r.depth, base, design=preset):
                         return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
                 share = max(0.0, share - share * FOCUS_SHARE - max(0.0, time.perf_counter() - until))
             if base is not None:
@@ -489,8 +498,8 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
 
 
 def model_holds_at(config: str, point: Any, prop: str, depth: int, base: Baseline | None,
-                   time_limit_s: float = 0.0) -> bool:
-    """Does the model hold `prop` at parameter `point` of `config` to `depth`? The baseline says
+                   time_limit_s: float = 0.0, design: str = "current") -> bool:
+    """Does the model (preset `design`) hold `prop` at parameter `point` of `config` to `depth`? The baseline says
     so to the depth its search reached (it stops the run on any violation); deeper, the model's
     own explicit search of that one point answers (the focused search goes past the baseline), on
     every reachable state to `depth`: a search stopped by `time_limit_s` before it says no."""
@@ -503,13 +512,13 @@ def model_holds_at(config: str, point: Any, prop: str, depth: int, base: Baselin
 
     if base is not None and (base.exhausted or depth <= base.depth):
         return True
-    search = Explorer(System(CONFIGS[config], PRESETS["current"]), [prop], points=[point],
+    search = Explorer(System(CONFIGS[config], PRESETS[design]), [prop], points=[point],
                       time_limit_s=time_limit_s).run(depth, keep_going=False)
     return search.results[prop].verdict is not Verdict.VIOLATED and (
         search.depth_reached >= depth or search.exhausted_at is not None)
 
 
-def confirm_at(config: str, point: dict[str, Any], prop: str, depth: int, time_limit_s: float,
+def confirm_at(config: str, point: dict[str, Any], prop: str, depth: int, time_limit_s: float, design: str = "current",
                tell: Callable[[dict[str, Any]], None] = lambda d: None) -> dict[str, Any]:
     """A kill on the full bounds whose depth the model's BMC cannot reach there: does the model
     hold `prop` on the kill's own instance (its parameters) to the kill's depth? Then the mutant's
@@ -518,17 +527,18 @@ def confirm_at(config: str, point: dict[str, Any], prop: str, depth: int, time_l
 
     tell(dict(engine="model explicit", config=config))
     return dict(holds=model_holds_at(config, Params(**{k: tuple(v) if isinstance(v, list) else v for k, v in point.items()}),
-                                     prop, depth, None, time_limit_s))
+                                     prop, depth, None, time_limit_s, design))
 
 
-def aim(config: str, design: Any, time_limit_s: float) -> Aim:
-    """Where `design` first diverges from the model on `config`'s explicit points (diff.py)."""
+def aim(config: str, design: Any, time_limit_s: float, preset: str = "current") -> Aim:
+    """Where `design` first diverges from the model (preset `preset`) on `config`'s explicit points
+    (diff.py)."""
     from model.designs import PRESETS
 
     from checker.mutation.diff import divergence
 
     t0 = time.perf_counter()
-    d = divergence(config, PRESETS["current"], design, time_limit_s, max_depth=EXPLICIT_DEPTH)
+    d = divergence(config, PRESETS[preset], design, time_limit_s, max_depth=EXPLICIT_DEPTH)
     same = not d["found"] and (d.get("complete", False) or d["depth"] >= EXPLICIT_DEPTH)
     return Aim(config, bool(d["found"]), same, d["depth"], d.get("point"), time.perf_counter() - t0, d.get("note", ""))
 

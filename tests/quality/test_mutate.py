@@ -90,7 +90,8 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
                        (["--operator", "nope"], "unknown operator 'nope'"), (["--budget", "0"], "--budget=0.0"),
                        (["--mutant", "alloc@1:drop:9"], "unknown mutant"),
                        (["--conform", "9.9.9"], "--conform 9.9.9: unknown SGLang release '9.9.9'"),
-                       (["--conform", "0.5.13", "--conform-examples", "0"], "--conform-examples=0")):
+                       (["--conform", "0.5.13", "--conform-examples", "0"], "--conform-examples=0"),
+                       (["--design", "v9"], "unknown design 'v9'")):
         p = _run(*args, timeout=300)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and what in lines[0], (args, p.stderr)
@@ -180,7 +181,8 @@ def test_drop_spares_the_first_binding_of_a_name_in_a_loop_body() -> None:
     assert _droppable(again, bound[id(again)])
 
 
-def _fake_hunt(mid: str, configs: list[str], budget_s: float, baselines: dict, tell=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _fake_hunt(mid: str, configs: list[str], budget_s: float, baselines: dict, preset: str = "current",  # type: ignore[no-untyped-def,type-arg]
+               tell=None) -> dict:
     """A hunt whose first kill is the model's own finding (prompt_prefilled on hybrid_swa, depth 1):
     checked again without it, it is killed by conservation."""
     again = "prompt_prefilled" in baselines["hybrid_swa"].model_violates
@@ -199,7 +201,7 @@ def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch,
     from checker.mutation import mutate as mm
     from checker.mutation import runner
 
-    monkeypatch.setattr(runner, "baseline", lambda c, t, cache=None: runner.Baseline(c, {}, [], 0, True))
+    monkeypatch.setattr(runner, "baseline", lambda c, t, cache=None, design="current": runner.Baseline(c, {}, [], 0, True))
     monkeypatch.setattr(runner, "hunt", _fake_hunt)
     monkeypatch.setattr(mm, "FINDINGS_DEPTH", before_depth)
     m = next(m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop")
@@ -259,7 +261,8 @@ def test_a_kill_past_the_models_bmc_is_confirmed_on_its_own_instance(monkeypatch
     small_point = concrete_params(CONFIGS["small"]).as_dict()
     bad_point = _point_of_model_violation("hybrid_swa", "prompt_prefilled")
 
-    def hunt(mid: str, configs: list, budget_s: float, baselines: dict, tell=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    def hunt(mid: str, configs: list, budget_s: float, baselines: dict, preset: str = "current",  # type: ignore[no-untyped-def,type-arg]
+             tell=None) -> dict:
         if configs == ["small"]:
             k = dict(engine="random", config="small", property="conservation", how="violated", depth=2, seconds=1.0,
                      point=small_point)
@@ -270,9 +273,9 @@ def test_a_kill_past_the_models_bmc_is_confirmed_on_its_own_instance(monkeypatch
             k = dict(engine="explicit", config="hybrid_swa", property="conservation", how="violated", depth=1, seconds=1.0)
         return dict(status="killed", searched=[], seconds=1.0, kill=k)
 
-    monkeypatch.setattr(runner, "baseline", lambda c, t, cache=None: runner.Baseline(c, {}, [], 0, True))
+    monkeypatch.setattr(runner, "baseline", lambda c, t, cache=None, design="current": runner.Baseline(c, {}, [], 0, True))
     monkeypatch.setattr(runner, "hunt", hunt)
-    monkeypatch.setattr(runner, "model_check", lambda c, p, d, t, tell=None: dict(violated=None, reached=0))
+    monkeypatch.setattr(runner, "model_check", lambda c, p, d, t, design="current", tell=None: dict(violated=None, reached=0))
     monkeypatch.setattr(mm, "FINDINGS_DEPTH", 0)
     ms = [m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop"][:1]
     said: list[str] = []
@@ -348,3 +351,28 @@ def test_a_mutant_of_a_check_only_the_properties_read_is_covered_not_equivalent_
     assert p.returncode == 0, p.stderr[-2000:]
     (o,) = json.loads(p.stdout)["outcomes"]
     assert o["status"] == "killed" and o["kill"]["property"].startswith("idle_check_"), o
+
+
+def test_a_line_only_an_older_release_runs_is_unreached_on_current_and_checked_under_its_preset(tmp_path: Path) -> None:
+    """`restore_to_req`'s pre-#22862 rewind (`min(C, |key| - 1)`) runs only under v0.5.10.post1:
+    under `current` its mutant is unreached and the report names the preset that runs it; with
+    `--design v0.5.10.post1` it is hunted there, and the properties that release itself violates on
+    `sessions` (its findings) kill nothing."""
+    from checker.mutation.coverage import configs_running
+
+    m = find("restore_to_req", "minmax", "x.min(C, x.clamp0(key_len - 1))")
+    assert configs_running(m.file, m.line, ["sessions"]) == []
+    assert configs_running(m.file, m.line, ["sessions"], "v0.5.10.post1") == ["sessions"]
+    p = _run("--mutant", m.id, "--config", "sessions", "--budget", "20", "--json", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (o,) = json.loads(p.stdout)["outcomes"]
+    assert o["status"] == "unreached" and "--design v0.5.10.post1" in o["evidence"], o
+    p = _run("--mutant", m.id, "--config", "sessions", "--design", "v0.5.10.post1", "--budget", "20",
+             "--divergence-time", "5", "--equiv-timeout", "5", "--json", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    data = json.loads(p.stdout)
+    (o,) = data["outcomes"]
+    assert data["design"] == "v0.5.10.post1" and o["configs"] == ["sessions"], o
+    assert o["status"] in ("killed", "survived"), o
+    # the release's own findings on sessions (#22862: the busy check) are no mutant's kill
+    assert o["status"] != "killed" or not o["kill"]["property"].startswith("busy_check_"), o
