@@ -183,6 +183,27 @@ CONFIGS: dict[str, Config] = {
                              "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
         ),
         Config(
+            name="sessions_paged",
+            doc="sessions at page_size 2: a turn restored from its slot, a rewind freeing the row's tail "
+                "[ceil(prefix), A) by pages, retraction of a paged session row",
+            num_reqs=2,
+            page_size=2,
+            streaming_sessions=(0,),
+            test_retract=True,
+            private_atoms=2,
+            max_turns=2,
+            turn_tokens=(1, 3),
+            bounds={
+                "full_tokens": (4, 32),
+                "input_len": (1, 8),
+                "max_new_tokens": (1, 4),
+                "req_pool_size": (1, 3),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (12, 12), "input_len": (1, 3), "max_new_tokens": (1, 3),
+                             "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        ),
+        Config(
             name="spec_topk",
             doc="EAGLE v1 with topk=2, num_steps=2, num_draft_tokens=3, page_size 1",
             num_reqs=2,
@@ -212,6 +233,25 @@ CONFIGS: dict[str, Config] = {
             private_atoms=2,
             bounds={
                 "full_tokens": (2, 40),
+                "input_len": (1, 10),
+                "max_new_tokens": (1, 6),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (16, 64),
+            },
+            explicit_bounds={"full_tokens": (24, 24), "input_len": (1, 4), "max_new_tokens": (1, 4),
+                             "max_prefill_tokens": (32, 32)},
+        ),
+        Config(
+            name="spec_v2_paged",
+            doc="spec v2 (v0.5.13+) as spec_v2 at page_size 2: A' = max(A, ceil_page(C + 2a)) and the decode step's "
+                "eviction of a page per request beyond the over-allocation only show at page > 1",
+            num_reqs=2,
+            page_size=2,
+            spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
+            test_retract=True,
+            private_atoms=2,
+            bounds={
+                "full_tokens": (4, 40),
                 "input_len": (1, 10),
                 "max_new_tokens": (1, 6),
                 "req_pool_size": (2, 2),

@@ -34,12 +34,16 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
                            input_len=(4, 4), max_new_tokens=(1, 1), warm_len=(3, 3), warm_device=(0, 0),
                            warm_host=(1, 1)), 2),
     "sessions": (dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2)), 3),
+    # an unaligned first turn (3 tokens at page 2) whose slot the second turn restores
+    "sessions_paged": (dict(full_tokens=(12, 12), input_len=(3, 3), max_new_tokens=(1, 1)), 3),
     "spec_topk": (dict(full_tokens=(32, 32), input_len=(1, 1), max_new_tokens=(4, 4)), 2),
     "small3": (dict(full_tokens=(5, 5), input_len=(2, 2), max_new_tokens=(1, 2), warm_len=(1, 1)), 2),
     "pressure": (dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(3, 5)), 2),
     "hybrid_swa_page4": (dict(full_tokens=(16, 16), swa_tokens=(8, 8), sliding_window_size=(5, 5), chunked_prefill_size=(4, 4),
                               input_len=(5, 6), max_new_tokens=(1, 1), max_prefill_tokens=(16, 16)), 2),
     "spec_v2": (dict(full_tokens=(24, 24), input_len=(1, 2), max_new_tokens=(2, 2), max_prefill_tokens=(32, 32)), 2),
+    # a prompt of 3 (an unaligned page) beside one of 1: A' = ceil_page(C + 2a) at page 2
+    "spec_v2_paged": (dict(full_tokens=(24, 24), input_len=(1, 3), max_new_tokens=(2, 2), max_prefill_tokens=(32, 32)), 2),
     "swa_ring": (dict(full_tokens=(16, 16), input_len=(3, 3), max_new_tokens=(1, 2), chunked_prefill_size=(2, 2),
                       req_pool_size=(1, 2), max_prefill_tokens=(16, 16)), 2),
     # a request admitted at depth 2 runs beside the first one's mixed decode
