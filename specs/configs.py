@@ -7,7 +7,59 @@ points the explicit-state and random engines enumerate.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from model.config import Config, Spec
+
+_SESSIONS = Config(
+    name="sessions",
+    doc="streaming session on request slot 0 (two turns), a second request, SGLANG_TEST_RETRACT",
+    num_reqs=2,
+    page_size=1,
+    streaming_sessions=(0,),
+    test_retract=True,
+    private_atoms=2,
+    max_turns=2,
+    turn_tokens=(1, 3),
+    bounds={
+        "full_tokens": (2, 32),
+        "input_len": (1, 8),
+        "max_new_tokens": (1, 4),
+        "req_pool_size": (1, 3),
+        "max_prefill_tokens": (8, 32),
+    },
+    explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 2), "max_new_tokens": (1, 3),
+                     "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
+)
+
+
+_SPEC_V2 = Config(
+    name="spec_v2",
+    doc="spec v2 (v0.5.13+) with topk=2, num_steps=2, num_draft_tokens=3, page_size 1: rows over-allocated to C + 2a",
+    num_reqs=2,
+    page_size=1,
+    spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
+    test_retract=True,  # retraction order and release of the over-allocation
+    private_atoms=2,
+    bounds={
+        "full_tokens": (2, 40),
+        "input_len": (1, 10),
+        "max_new_tokens": (1, 6),
+        "req_pool_size": (2, 2),
+        "max_prefill_tokens": (16, 64),
+    },
+    explicit_bounds={"full_tokens": (24, 24), "input_len": (1, 4), "max_new_tokens": (1, 4),
+                     "max_prefill_tokens": (32, 32)},
+)
+
+
+def _at_page(base: Config, page_size: int, name: str, doc: str, **pins: tuple[int, int]) -> Config:
+    """`base` at another page size: the same shape and bounds, but for the parameters `pins` sets
+    (a pool of at least a page or two; `x_explicit` for an explicit bound)."""
+    bounds = {**base.bounds, **{k: v for k, v in pins.items() if not k.endswith("_explicit")}}
+    explicit = {**base.explicit_bounds, **{k[: -len("_explicit")]: v for k, v in pins.items() if k.endswith("_explicit")}}
+    return replace(base, name=name, doc=doc, page_size=page_size, bounds=bounds, explicit_bounds=explicit)
+
 
 CONFIGS: dict[str, Config] = {
     c.name: c
@@ -162,47 +214,10 @@ CONFIGS: dict[str, Config] = {
                              "input_len": (1, 10), "max_new_tokens": (1, 2), "chunked_prefill_size": (8, 8),
                              "max_prefill_tokens": (16, 16)},
         ),
-        Config(
-            name="sessions",
-            doc="streaming session on request slot 0 (two turns), a second request, SGLANG_TEST_RETRACT",
-            num_reqs=2,
-            page_size=1,
-            streaming_sessions=(0,),
-            test_retract=True,
-            private_atoms=2,
-            max_turns=2,
-            turn_tokens=(1, 3),
-            bounds={
-                "full_tokens": (2, 32),
-                "input_len": (1, 8),
-                "max_new_tokens": (1, 4),
-                "req_pool_size": (1, 3),
-                "max_prefill_tokens": (8, 32),
-            },
-            explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 2), "max_new_tokens": (1, 3),
-                             "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
-        ),
-        Config(
-            name="sessions_paged",
-            doc="sessions at page_size 2: a turn restored from its slot, a rewind freeing the row's tail "
-                "[ceil(prefix), A) by pages, retraction of a paged session row",
-            num_reqs=2,
-            page_size=2,
-            streaming_sessions=(0,),
-            test_retract=True,
-            private_atoms=2,
-            max_turns=2,
-            turn_tokens=(1, 3),
-            bounds={
-                "full_tokens": (4, 32),
-                "input_len": (1, 8),
-                "max_new_tokens": (1, 4),
-                "req_pool_size": (1, 3),
-                "max_prefill_tokens": (8, 32),
-            },
-            explicit_bounds={"full_tokens": (12, 12), "input_len": (1, 3), "max_new_tokens": (1, 3),
-                             "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
-        ),
+        _SESSIONS,
+        _at_page(_SESSIONS, 2, "sessions_paged", "sessions at page_size 2: a turn restored from its slot, a rewind freeing "
+                 "the row's tail [ceil(prefix), A) by pages, retraction of a paged session row",
+                 full_tokens=(4, 32), full_tokens_explicit=(12, 12), input_len_explicit=(1, 3)),
         Config(
             name="spec_topk",
             doc="EAGLE v1 with topk=2, num_steps=2, num_draft_tokens=3, page_size 1",
@@ -223,43 +238,10 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (32, 32), "input_len": (1, 5), "max_new_tokens": (1, 4),
                              "max_prefill_tokens": (32, 32)},
         ),
-        Config(
-            name="spec_v2",
-            doc="spec v2 (v0.5.13+) with topk=2, num_steps=2, num_draft_tokens=3, page_size 1: rows over-allocated to C + 2a",
-            num_reqs=2,
-            page_size=1,
-            spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
-            test_retract=True,  # retraction order and release of the over-allocation
-            private_atoms=2,
-            bounds={
-                "full_tokens": (2, 40),
-                "input_len": (1, 10),
-                "max_new_tokens": (1, 6),
-                "req_pool_size": (2, 2),
-                "max_prefill_tokens": (16, 64),
-            },
-            explicit_bounds={"full_tokens": (24, 24), "input_len": (1, 4), "max_new_tokens": (1, 4),
-                             "max_prefill_tokens": (32, 32)},
-        ),
-        Config(
-            name="spec_v2_paged",
-            doc="spec v2 (v0.5.13+) as spec_v2 at page_size 2: A' = max(A, ceil_page(C + 2a)) and the decode step's "
-                "eviction of a page per request beyond the over-allocation only show at page > 1",
-            num_reqs=2,
-            page_size=2,
-            spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
-            test_retract=True,
-            private_atoms=2,
-            bounds={
-                "full_tokens": (4, 40),
-                "input_len": (1, 10),
-                "max_new_tokens": (1, 6),
-                "req_pool_size": (2, 2),
-                "max_prefill_tokens": (16, 64),
-            },
-            explicit_bounds={"full_tokens": (24, 24), "input_len": (1, 4), "max_new_tokens": (1, 4),
-                             "max_prefill_tokens": (32, 32)},
-        ),
+        _SPEC_V2,
+        _at_page(_SPEC_V2, 2, "spec_v2_paged", "spec v2 (v0.5.13+) as spec_v2 at page_size 2: A' = max(A, ceil_page(C + "
+                 "2a)) and the decode step's eviction of a page per request beyond the over-allocation only show at "
+                 "page > 1", full_tokens=(4, 40)),
         Config(
             name="swa_ring",
             doc="hybrid SWA with the per-request SWA ring (v0.5.20+, DeepSeek-V4 unified_kv): page_size 2, W 4 (ring cost "
