@@ -58,7 +58,8 @@ def _report(args: argparse.Namespace, outcomes: list[Any], configs: list[str], s
 
     argv = " ".join(sys.argv[1:]) if sys.argv[1:2] == ["mutate"] else "mutate ..."
     rows = summary(outcomes, lambda o: o.module)
-    data = dict(command=f"kvmc {argv}", design=args.design, budget_s=args.budget, seed=args.seed, configs=configs, seconds=round(seconds, 1),
+    data = dict(command=f"kvmc {argv}", design=args.design, budget_s=args.budget, seed=args.seed, configs=configs,
+                seconds=round(seconds, 1),
                 machine=f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end",
                 partial=partial or None, by_module=rows, outcomes=[o.as_dict() for o in outcomes])
     if args.save:
