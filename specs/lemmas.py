@@ -150,8 +150,8 @@ def chunked_fits(x: Ctx, s: State) -> Any:
     """Without hybrid SWA, a chunked request's remaining prefill fits the budget its admission
     reserved: add_one_req admitted it only if e + mnt + page_size < rem_total_tokens (e + mnt before
     #22495), each later chunk allocates exactly what it advances ceil(C), and nothing else runs
-    between chunks (a truncated chunk ends the pass; prefill has priority over decode). So add_chunked_req never
-    reaches its "must be added" fallback. Not under mixed chunk: there the running batch decodes
+    between chunks (a truncated chunk ends the pass; prefill has priority over decode). So
+    add_chunked_req never reaches its "must be added" fallback. Not under mixed chunk: there the running batch decodes
     beside every chunk, out of memory the chunk's admission counted (the BMC dropped it at depth 2)."""
     from model import prefill_adder as pa
 
