@@ -20,8 +20,9 @@ How a signal travels (`handling()` sets this up for the whole command):
 * Forked children (the check's proof attempt, the warm pool, induction's case workers, review's
   pool workers) ignore SIGINT, which a terminal sends to the whole process group (the parent
   decides), and die silently on SIGTERM, which is how the parent ends them: no child prints a
-  KeyboardInterrupt traceback, and none outlives the command (`PR_SET_PDEATHSIG` also ends them
-  when the parent is killed outright).
+  KeyboardInterrupt traceback, and none outlives the command (`PR_SET_PDEATHSIG`, or for a child
+  forked by another thread a watcher of the parent's pid, also ends them when the parent is killed
+  outright).
 * A second signal, or a main thread still busy 3 s after the first (a z3 call that never looks at
   its cancel flag), ends the children and the process at once, with one line on stderr. Signals
   within half a second of the first are the same stop: `timeout -s INT` sends its signal to the
@@ -328,6 +329,22 @@ def _after_fork_in_child() -> None:
             libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
             if os.getppid() == 1:  # the parent died before prctl
                 os._exit(128 + signal.SIGTERM)
+    else:
+        # PR_SET_PDEATHSIG fires when the forking *thread* ends, so a child of another thread (a
+        # fork pool's worker handler replacing a worker the reap just killed) watches its parent
+        # process instead: idle pool workers block on the task queue's lock for ever once a killed
+        # worker took it with it, and one forked after the last reap outlived the command
+        parent = os.getppid()
+        threading.Thread(target=_exit_with_parent, args=(parent,), name="kvmc-parent-watch", daemon=True).start()
+
+
+PARENT_POLL_S = 0.25
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(128 + signal.SIGTERM)
 
 
 _fork_hooks = False

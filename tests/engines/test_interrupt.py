@@ -220,3 +220,43 @@ def test_a_signal_stops_review_and_its_pool_workers(sig: int, group: bool, work:
     name = signal.Signals(sig).name
     assert f"kvmc review interrupted by {name}: 0 of 2 (side, config) checks finished" in out, out
     assert err.strip().splitlines()[-1] == f"kvmc: interrupted by {name}: 0 of 2 checks finished", err[-500:]
+
+
+_FORK_FROM_A_THREAD = """
+import multiprocessing as mp, os, sys, threading, time
+from checker import interrupt
+
+def idle():  # an idle pool worker: blocked, never looking at its parent
+    time.sleep(120)
+
+with interrupt.handling():
+    box = {}
+    def spawn():  # as a fork pool's worker handler replaces a worker the reap killed
+        p = mp.get_context("fork").Process(target=idle)
+        p.start()
+        box["pid"] = p.pid
+    t = threading.Thread(target=spawn)
+    t.start()
+    t.join()
+    with open(sys.argv[1], "w") as f:
+        f.write(str(box["pid"]))
+    os._exit(0)  # the command ends without reaping it (a replacement forked after the last reap)
+"""
+
+
+def test_a_child_forked_by_another_thread_does_not_outlive_the_command(work: Path) -> None:
+    # PR_SET_PDEATHSIG follows the forking thread, so such a child has no death signal: it watches
+    # its parent's pid instead (session 39 found two idle case workers left after a Ctrl-C)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # no pipes: the child would hold them open, and waiting for them would wait for the child
+    done = subprocess.run([sys.executable, "-c", _FORK_FROM_A_THREAD, str(work / "pid")], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=START_TIMEOUT_S)
+    assert done.returncode == 0
+    child = int((work / "pid").read_text())
+    deadline = time.monotonic() + STOP_BOUND_S
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _alive(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, f"the child {child} forked by a thread outlived its parent by {STOP_BOUND_S} s"
