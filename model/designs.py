@@ -614,6 +614,7 @@ _V0520 = {
     "admission_gates_under_lock": "on",  # #39283
     "prompt_boundary_split": "on",
     "swa_req_ring": "on",
+    "swa_branching_insert": "on",  # PR not identified (0.5.20:mem_cache/unified_cache/components/swa.py)
 }
 _V0521 = dict(_V0520)  # PrefillBudget (#36729) and the window gate's move: no change kvmc sees
 _V0522 = {**_V0521, "session_record": "owned_at_alloc", "finish_checkpoint": "on", "prompt_boundary_split": "checkpoint",

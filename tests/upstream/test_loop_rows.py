@@ -261,6 +261,36 @@ def test_a_turn_retracted_twice_leaves_its_session_on_0_5_23(newest: Path, tmp_p
     assert "every state matched" not in stays["message"] and "departs from the trace" in stays["message"], sr.line(stays)
 
 
+
+def test_a_swa_branching_insert_follows_sglang_0_5_23(newest: Path, tmp_path: Path) -> None:
+    """`swa_branching_insert` (v0.5.20+): the match records the SWA branching point, the next insert
+    stops there. Random walks reach it about once in 5,000 (hybrid_swa_page4, 24 iterations), so no
+    conformance row tells the flag on from off; seed 4200 does: request 0 is retracted at step 8, its
+    re-match finds Full KV to 8 past an SWA-valid prefix of 0, and its second chunk inserts [0, 8)
+    only. SGLang 0.5.23 follows that walk state for state; the walk of the design without the flag
+    departs from SGLang at that match."""
+    from checker.traces import itf
+    from checker.traces.walk import random_walk
+    from model.designs import PRESETS
+    from specs.configs import CONFIGS
+    from upstream.sched import replay as sr
+
+    d = PRESETS["v0.5.23"]
+    assert d.fixes["swa_branching_insert"] == "on"
+    files = []
+    for i, design in enumerate((d, d.with_fix("swa_branching_insert", None))):
+        t = random_walk(CONFIGS["hybrid_swa_page4"], design, 24, 4200)
+        branching = [k for k, st in enumerate(t.steps) if st.state.swa_branching_seqlen[0] > 0]
+        assert bool(branching) is (i == 0), ("seed 4200 no longer reaches a SWA branching point: pick another "
+                                             "(about 1 in 5,000 walks does)", branching)
+        f = tmp_path / f"w{i}.itf.json"
+        itf.write(f, t)
+        files.append(str(f))
+    res = sr.replay(NEWEST, files, root=newest)
+    on, off = res["outcomes"]
+    assert on["status"] == sr.PASSED and "every state matched" in on["message"], sr.line(on)
+    assert "departs from the trace" in off["message"] and "swa_branching_seqlen[0]" in off["message"], sr.line(off)
+
 # -- the loop judge's documented abstractions (upstream/sched/driver.py, upstream/abstractions.py) ----------
 
 DATA = Path(__file__).resolve().parent / "data"
