@@ -53,6 +53,29 @@ _SPEC_V2 = Config(
 )
 
 
+_PAGED = Config(
+    name="paged",
+    doc="plain radix cache, page_size 2, chunked prefill, two requests",
+    num_reqs=2,
+    page_size=2,
+    chunked_prefill=True,
+    warm_atoms=1,
+    shares_warm_prefix=(True, False),
+    private_atoms=4,
+    bounds={
+        "full_tokens": (4, 32),
+        "input_len": (1, 10),
+        "max_new_tokens": (1, 4),
+        "warm_len": (0, 4),
+        "chunked_prefill_size": (2, 8),
+        "req_pool_size": (2, 2),
+        "max_prefill_tokens": (8, 32),
+    },
+    explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 4), "max_new_tokens": (1, 2), "warm_len": (0, 2),
+                     "chunked_prefill_size": (2, 2), "max_prefill_tokens": (16, 16)},
+)
+
+
 def _at_page(base: Config, page_size: int, name: str, doc: str, **pins: tuple[int, int]) -> Config:
     """`base` at another page size: the same shape and bounds, but for the parameters `pins` sets
     (a pool of at least a page or two; `x_explicit` for an explicit bound)."""
@@ -85,26 +108,16 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (6, 6), "input_len": (1, 3), "max_new_tokens": (1, 3), "warm_len": (0, 1),
                              "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
         ),
-        Config(
-            name="paged",
-            doc="plain radix cache, page_size 2, chunked prefill, two requests",
-            num_reqs=2,
-            page_size=2,
-            chunked_prefill=True,
-            warm_atoms=1,
-            shares_warm_prefix=(True, False),
-            private_atoms=4,
-            bounds={
-                "full_tokens": (4, 32),
-                "input_len": (1, 10),
-                "max_new_tokens": (1, 4),
-                "warm_len": (0, 4),
-                "chunked_prefill_size": (2, 8),
-                "req_pool_size": (2, 2),
-                "max_prefill_tokens": (8, 32),
-            },
-            explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 4), "max_new_tokens": (1, 2), "warm_len": (0, 2),
-                             "chunked_prefill_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        _PAGED,
+        replace(
+            _PAGED, name="paged_aligned",
+            doc="paged with --truncation-align-size 4 (deterministic inference with flashinfer sets it from "
+                "SGLANG_FLASHINFER_PREFILL_SPLIT_TILE_SIZE): a truncated chunk is a multiple of 4 tokens, one under 4 is OTHER",
+            truncation_align_size=4,
+            # SGLang refuses a chunk size under the alignment at start-up (check_truncation_align_fits_chunk)
+            bounds={**_PAGED.bounds, "chunked_prefill_size": (4, 8), "full_tokens": (8, 32)},
+            explicit_bounds={**_PAGED.explicit_bounds, "full_tokens": (16, 16), "input_len": (3, 8), "max_new_tokens": (1, 1),
+                             "chunked_prefill_size": (6, 6)},
         ),
         Config(
             name="hybrid_swa",

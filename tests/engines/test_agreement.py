@@ -24,6 +24,9 @@ from specs.configs import CONFIGS
 INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "small": (dict(full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(1, 2), warm_len=(1, 1)), 3),
     "paged": (dict(full_tokens=(8, 8), input_len=(3, 3), max_new_tokens=(1, 2), warm_len=(2, 2)), 2),
+    # two prompts of 7 under a chunk of 6: the first truncated to 4 (not 6), the second's 2 left is OTHER
+    "paged_aligned": (dict(full_tokens=(16, 16), input_len=(7, 7), max_new_tokens=(1, 1), warm_len=(0, 0),
+                           chunked_prefill_size=(6, 6), max_prefill_tokens=(16, 16)), 2),
     "hybrid_swa": (dict(full_tokens=(12, 12), swa_tokens=(8, 8), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
                         input_len=(3, 5), max_new_tokens=(2, 2)), 2),
     # host-only warm prefix: the load-back path (a device-warm prefix is hybrid_swa's tree, and took

@@ -321,6 +321,24 @@ def test_loop_judge_names_the_documented_abstraction(newest: Path, trace: str, s
     assert got == name, (label, got)
 
 
+
+def test_a_warm_prefix_reinserted_whole_is_judged_with_the_chain_renumbered(sglang_root: Path) -> None:
+    """paged_aligned, v0.5.10.post1, seed 1758607 (kvmc conform event_loop/paged_aligned, session 40): the
+    warm node is evicted, then request 0 inserts [0, 8): the warm tokens [0, 4) fill its first private atom
+    whole and [4, 8) its second. SGLang numbers request 0's nodes from the head of its chain, so once the
+    first atom goes back to the warm prefix the second is atom 1 there: the judge renumbers the chain
+    (upstream/sched/driver.py `_warm_prefix_relabelled`) and names the documented abstraction."""
+    from upstream.sched import replay as sr
+    from upstream.sched.replay import install_extras
+
+    if not _installed(sglang_root, "0.5.10.post1"):
+        pytest.skip("SGLang 0.5.10.post1 is not installed (.ci/run installs it)")
+    install_extras(sglang_root, say=lambda m: None)
+    (o,) = sr.replay("0.5.10.post1", [str(DATA / "warm_prefix_head_moved_0_5_10.itf.json")],
+                     root=sglang_root)["outcomes"]
+    assert o["status"] == sr.DIVERGED and o["step"] == 5 and o["field"] == "node_len[0]", sr.line(o)
+    assert o.get("abstraction") == "sharing_through_warm_prefix_only", sr.line(o)
+
 def test_a_decode_eviction_beside_a_full_batch_is_judged_on_0_5_11(sglang_root: Path) -> None:
     """hybrid_swa_mixed, v0.5.11, seed 8663: with batch_is_full set on both sides no prefill runs, and the
     decode's eviction differs (the walk tombstones a node past the SWA need a deletion already covered).

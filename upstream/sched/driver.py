@@ -254,6 +254,16 @@ def _warm_prefix_relabelled(x: Any, model: State, real: State) -> bool:
                 moved[head] = w
                 head = next((a for a in cfg.private_chain(r) if lens[a] > 0), None)
         else:
+            # SGLang's map numbers an owner's nodes from the head of its chain (k-th node = atom k): a head
+            # moved whole into the warm atoms leaves the rest of the chain one atom down there
+            chain = cfg.private_chain(r)
+            for i, a in enumerate([a for a in chain if lens[a] > 0]):
+                if a != chain[i]:
+                    lens[chain[i]], lens[a] = lens[a], 0
+                    for f in flags:
+                        flags[f][chain[i]] = flags[f][a]
+                    moved[a] = chain[i]
+
             def relabel(v: tuple) -> tuple:
                 return tuple(moved.get(a, a) for a in v)
 

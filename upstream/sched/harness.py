@@ -364,6 +364,11 @@ class RealScheduler:
                 _build_components(sch, sa, worker, facts, self)
         self.tree = sch.tree_cache
         self.inner_tree = getattr(self.tree, "inner", self.tree)  # SessionAwareCache / StreamingSession wrap
+        if self.cfg.truncation_align_size is not None:
+            # what init_deterministic_inference_config sets under --enable-deterministic-inference with the
+            # flashinfer prefill backend (SGLANG_FLASHINFER_PREFILL_SPLIT_TILE_SIZE); the harness runs
+            # torch_native, whose deterministic mode sets none. get_new_batch_prefill passes it to add_one_req
+            sch.truncation_align_size = self.cfg.truncation_align_size
         self.load_back_owner: dict[Any, int] = {}  # ongoing_load_back key -> the request slot that started it
         if self.cfg.hicache:
             self._wire_hicache()
