@@ -24,7 +24,8 @@ How a signal travels (`handling()` sets this up for the whole command):
   forked by another thread a watcher of the parent's pid, also ends them when the parent is killed
   outright).
 * A second signal, or a main thread still busy 3 s after the first (a z3 call that never looks at
-  its cancel flag), ends the children and the process at once, with one line on stderr. Signals
+  its cancel flag), ends the children and the process at once, with one line on stderr. A main
+  thread that has taken the signal gets 20 s to stop (its children, the partial report). Signals
   within half a second of the first are the same stop: `timeout -s INT` sends its signal to the
   command and again to the command's process group, and that is not a person pressing Ctrl-C twice.
 """
@@ -42,7 +43,10 @@ from typing import Any, Iterator
 
 SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 SAME_EVENT_S = 0.5  # signals this close to the first are one stop, not a second one (a person is slower)
-HARD_AFTER_S = 3.0  # the watcher's backstop: exit this long after a signal if the main thread has not
+HARD_AFTER_S = 3.0  # the watcher's backstop: exit this long after a signal the main thread has not taken
+# ... and this long after one it has taken but is still stopping (joining children, writing the partial
+# report and its counterexamples): 3 s cut that short on a loaded machine, with no report
+REPORT_AFTER_S = 20.0
 REAP_GRACE_S = 0.5  # SIGTERM, then SIGKILL for a descendant still there after this long
 
 
@@ -299,14 +303,19 @@ def _watch(rfd: socket.socket) -> None:
                 import _thread
 
                 _thread.interrupt_main(_signalled or signal.SIGINT)
-        if time.monotonic() - first_at > HARD_AFTER_S:
-            _hard_exit(_signalled or signal.SIGINT, f"the command did not stop within {HARD_AFTER_S:.0f} s; "
+        limit = REPORT_AFTER_S if _taken.is_set() else HARD_AFTER_S
+        if time.monotonic() - first_at > limit:
+            _hard_exit(_signalled or signal.SIGINT, f"the command did not stop within {limit:.0f} s; "
                        "nothing more to report")
 
 
+_fork_parent = 0  # the forking process (read in the child, which may run after the parent is gone)
+
+
 def _before_fork() -> None:
-    global _forked_from_main
+    global _forked_from_main, _fork_parent
     _forked_from_main = threading.current_thread() is threading.main_thread()
+    _fork_parent = os.getpid()
 
 
 def _after_fork_in_child() -> None:
@@ -327,15 +336,15 @@ def _after_fork_in_child() -> None:
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-            if os.getppid() == 1:  # the parent died before prctl
+            if os.getppid() != _fork_parent:  # the parent died before prctl (the child may run late)
                 os._exit(128 + signal.SIGTERM)
     else:
         # PR_SET_PDEATHSIG fires when the forking *thread* ends, so a child of another thread (a
         # fork pool's worker handler replacing a worker the reap just killed) watches its parent
         # process instead: idle pool workers block on the task queue's lock for ever once a killed
-        # worker took it with it, and one forked after the last reap outlived the command
-        parent = os.getppid()
-        threading.Thread(target=_exit_with_parent, args=(parent,), name="kvmc-parent-watch", daemon=True).start()
+        # worker took it with it, and one forked after the last reap outlived the command. The
+        # parent's pid is the one recorded before the fork: by the time this runs it may be gone
+        threading.Thread(target=_exit_with_parent, args=(_fork_parent,), name="kvmc-parent-watch", daemon=True).start()
 
 
 PARENT_POLL_S = 0.25

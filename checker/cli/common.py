@@ -318,7 +318,11 @@ class Heartbeat:
         self.thread = threading.Thread(target=self._run, name="kvmc-progress", daemon=True)
 
     def _run(self) -> None:
+        from checker import interrupt
+
         while not self.stop_ev.wait(self.every_s):
+            if interrupt.requested():  # the command is stopping: its last line is the interrupt's
+                return
             try:
                 self.beat()
             except Exception:  # progress never breaks a run
