@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,6 +231,28 @@ def test_the_batch_is_full_latch_stalls_0_5_13_and_not_0_5_23(sglang_root: Path,
     assert new["status"] == sr.DIVERGED and new["field"] == "batch_is_full", sr.line(new)
 
 
+def _walk_with_and_without(newest: Path, tmp_path: Path, config: str, fix: str, steps: int, seed: int) -> tuple[Any, Any]:
+    """The walk of `config` (`steps` iterations, `seed`) under v0.5.23 and under v0.5.23 without `fix`,
+    each replayed on SGLang 0.5.23: ((walk, outcome) with the fix, (walk, outcome) without)."""
+    from checker.traces import itf
+    from checker.traces.walk import random_walk
+    from model.designs import PRESETS
+    from specs.configs import CONFIGS
+    from upstream.sched import replay as sr
+
+    d = PRESETS["v0.5.23"]
+    assert d.fixes[fix] is not None, f"v0.5.23 has no {fix}"
+    walks, files = [], []
+    for i, design in enumerate((d, d.with_fix(fix, None))):
+        t = random_walk(CONFIGS[config], design, steps, seed)
+        f = tmp_path / f"w{i}.itf.json"
+        itf.write(f, t)
+        walks.append(t)
+        files.append(str(f))
+    with_fix, without = sr.replay(NEWEST, files, root=newest)["outcomes"]
+    return (walks[0], with_fix), (walks[1], without)
+
+
 def test_a_turn_retracted_twice_leaves_its_session_on_0_5_23(newest: Path, tmp_path: Path) -> None:
     """`Session.finish_req` (0.5.11+) takes the session away from the Req its `req_nodes` held before:
     at a turn's second retraction that is the turn itself. The sessions walk of seed 20 retracts
@@ -237,29 +260,16 @@ def test_a_turn_retracted_twice_leaves_its_session_on_0_5_23(newest: Path, tmp_p
     while the slot keeps its record and row (`slot_detached`), and SGLang 0.5.23 follows every state,
     the busy check and the ledger on its objects included. The walk under the design without
     `finish_req_detach` departs from SGLang."""
-    from checker.traces import itf
-    from checker.traces.walk import random_walk
-    from model.designs import PRESETS
     from model.state import RUNNING
-    from specs.configs import CONFIGS
     from upstream.sched import replay as sr
 
-    d = PRESETS["v0.5.23"]
-    files = []
-    for i, design in enumerate((d, d.with_fix("finish_req_detach", None))):
-        t = random_walk(CONFIGS["sessions"], design, 8, 20)
-        if i == 0:  # the walk reaches a detached turn running beside its slot
-            assert any(st.state.slot_detached[0] and st.state.status[0] == RUNNING and st.state.slot_holding[0]
-                       for st in t.steps), "seed 20 no longer retracts session 0's turn twice"
-        f = tmp_path / f"w{i}.itf.json"
-        itf.write(f, t)
-        files.append(str(f))
-    res = sr.replay(NEWEST, files, root=newest)
-    same, stays = res["outcomes"]
+    (t, same), (_t, stays) = _walk_with_and_without(newest, tmp_path, "sessions", "finish_req_detach", 8, 20)
+    # the walk reaches a detached turn running beside its slot
+    assert any(st.state.slot_detached[0] and st.state.status[0] == RUNNING and st.state.slot_holding[0]
+               for st in t.steps), "seed 20 no longer retracts session 0's turn twice"
     assert same["status"] == sr.PASSED and "every state matched" in same["message"], sr.line(same)
     # (its first departure is the bookkeeping of the first save, step 3: SGLang's req_nodes holds the turn)
     assert "every state matched" not in stays["message"] and "departs from the trace" in stays["message"], sr.line(stays)
-
 
 
 def test_a_swa_branching_insert_follows_sglang_0_5_23(newest: Path, tmp_path: Path) -> None:
@@ -269,27 +279,16 @@ def test_a_swa_branching_insert_follows_sglang_0_5_23(newest: Path, tmp_path: Pa
     re-match finds Full KV to 8 past an SWA-valid prefix of 0, and its second chunk inserts [0, 8)
     only. SGLang 0.5.23 follows that walk state for state; the walk of the design without the flag
     departs from SGLang at that match."""
-    from checker.traces import itf
-    from checker.traces.walk import random_walk
-    from model.designs import PRESETS
-    from specs.configs import CONFIGS
     from upstream.sched import replay as sr
 
-    d = PRESETS["v0.5.23"]
-    assert d.fixes["swa_branching_insert"] == "on"
-    files = []
-    for i, design in enumerate((d, d.with_fix("swa_branching_insert", None))):
-        t = random_walk(CONFIGS["hybrid_swa_page4"], design, 24, 4200)
-        branching = [k for k, st in enumerate(t.steps) if st.state.swa_branching_seqlen[0] > 0]
-        assert bool(branching) is (i == 0), ("seed 4200 no longer reaches a SWA branching point: pick another "
-                                             "(about 1 in 5,000 walks does)", branching)
-        f = tmp_path / f"w{i}.itf.json"
-        itf.write(f, t)
-        files.append(str(f))
-    res = sr.replay(NEWEST, files, root=newest)
-    on, off = res["outcomes"]
+    (t, on), (t_off, off) = _walk_with_and_without(newest, tmp_path, "hybrid_swa_page4", "swa_branching_insert", 24, 4200)
+    for walk, reaches in ((t, True), (t_off, False)):
+        branching = [k for k, st in enumerate(walk.steps) if st.state.swa_branching_seqlen[0] > 0]
+        assert bool(branching) is reaches, ("seed 4200 no longer reaches a SWA branching point: pick another "
+                                            "(about 1 in 5,000 walks does)", branching)
     assert on["status"] == sr.PASSED and "every state matched" in on["message"], sr.line(on)
     assert "departs from the trace" in off["message"] and "swa_branching_seqlen[0]" in off["message"], sr.line(off)
+
 
 # -- the loop judge's documented abstractions (upstream/sched/driver.py, upstream/abstractions.py) ----------
 
