@@ -152,10 +152,13 @@ def chunked_fits(x: Ctx, s: State) -> Any:
     #22495), each later chunk allocates exactly what it advances ceil(C), and nothing else runs
     between chunks (a truncated chunk ends the pass; prefill has priority over decode). So
     add_chunked_req never reaches its "must be added" fallback. Not under mixed chunk: there the running batch decodes
-    beside every chunk, out of memory the chunk's admission counted (the BMC dropped it at depth 2)."""
+    beside every chunk, out of memory the chunk's admission counted (the BMC dropped it at depth 2). Not with
+    `--truncation-align-size`: a chunk cut down to the alignment leaves chunk budget, so the pass goes on and
+    admits a request after it (SGLang 0.5.23 does too: conformance row event_loop/paged_aligned), whose
+    reserve the chunk's admission did not count (tests/engines/test_lemmas_hold.py, paged_aligned seed 16)."""
     from model import prefill_adder as pa
 
-    if x.cfg.hybrid_swa or not x.cfg.chunked_prefill or x.cfg.mixed_chunk:
+    if x.cfg.hybrid_swa or not x.cfg.chunked_prefill or x.cfg.mixed_chunk or x.cfg.truncation_align_size is not None:
         return True
     num, den = x.cfg.new_token_ratio
     R = x.cfg.num_reqs
