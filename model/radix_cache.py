@@ -473,6 +473,16 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     # node (one whose evicted part below it went first) or some tombstone is needed; not every one
     # (`kvmc conform`: LRU evicted a warm leaf of 1 token, then a 2-token leaf for a need of 2,
     # which "every evicted node is needed" excluded)
+    # SWARadixCache's SWA pass (0.5.13 swa_radix_cache.py `evict`) walks the SWA LRU list over
+    # internal nodes too: it may tombstone a node first and evict its last device child later, and
+    # then deletes the tombstone with that child. That node's step freed its own SWA only; the step
+    # that was needed is below it: without its subtree's other frees the need is not met
+    # (`kvmc conform`, row SWARadixCache: a 1-token warm node, then a finished request's 2-token leaf
+    # under it, for an SWA-only need of 2: SGLang frees all three Full slots)
+    sub_swa: list[Any] = [0] * K
+    if hybrid and not x.on("swa_tombstone_parent_kept"):
+        for a in reversed(range(K)):
+            sub_swa[a] = x.sum([x.ite(d[a], swa_len[a], 0), x.ite(t[a], L[a], 0), *[sub_swa[c] for c in sh.children[a]]])
     needed: list[Any] = []
     any_gone: list[Any] = []
     for a in range(K):
@@ -480,6 +490,9 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         enough_without = x.and_(freed_full - L[a] - chain_up[a] >= full_need,
                                 (freed_swa - swa_len[a] >= swa_need) if hybrid else True)
         needed.append(x.and_(top, x.not_(enough_without)))
+        if hybrid and not x.on("swa_tombstone_parent_kept"):
+            needed.append(x.and_(top, x.not_(tomb[a]), kids_any(went, a), L[a] < swa_need,
+                                 freed_swa - sub_swa[a] + L[a] < swa_need))
         any_gone.append(top)
         if hybrid:
             needed.append(x.and_(t[a], freed_swa - L[a] < swa_need))

@@ -408,8 +408,8 @@ class RadixTree:
 
     def _evict_lru(self, full_need: int, swa_need: int) -> None:
         """SGLang's order: least recently used evictable leaf first (tombstone parents that become
-        childless go with their last child, or with `tombstone_parent_kept` stay as Full-only leaves),
-        then SWA-only tombstoning of internal nodes."""
+        childless go with their last child, or with `tombstone_parent_kept` stay as Full-only leaves)
+        until the Full need is met, then the SWA pass (`_swa_pass`) for what SWA still needs."""
         freed_full = freed_swa = 0
 
         def evictable(n: TreeNode) -> bool:
@@ -420,12 +420,10 @@ class RadixTree:
             return n.host_value is not None or not n.children
 
         while freed_full < full_need or (self.hybrid and freed_swa < swa_need):
-            if self.tombstone_parent_kept and freed_full >= full_need:
-                self._unified_swa_pass(swa_need - freed_swa, evictable)
+            if freed_full >= full_need:
+                self._swa_pass(swa_need - freed_swa, evictable)
                 return
             cands = [n for n in self.nodes() if evictable(n)]
-            if freed_full >= full_need:  # only SWA is short: leaves whose SWA is still held
-                cands = [n for n in cands if not n.swa_tombstone]
             if not cands:
                 break
             n = min(cands, key=lambda m: (m.last_access_time, m.id))
@@ -439,20 +437,16 @@ class RadixTree:
                 freed_full += len(p)
                 self._delete(p)
                 p = q
-        if self.hybrid and freed_swa < swa_need:
-            cands = [n for n in self.nodes() if n.value is not None and not n.swa_tombstone and n.swa_lock_ref == 0
-                     and any(k.value is not None for k in n.children)]
-            for n in sorted(cands, key=lambda m: (m.last_access_time, m.id)):
-                if freed_swa >= swa_need:
-                    break
-                self._tombstone(n)
-                freed_swa += len(n)
+        if self.hybrid and freed_swa < swa_need:  # no evictable leaf left: the SWA pass for the rest
+            self._swa_pass(swa_need - freed_swa, evictable)
 
-    def _unified_swa_pass(self, swa_need: int, evictable: Callable[[TreeNode], bool]) -> None:
-        """UnifiedRadixCache's SWA pass (0.5.21 unified_cache/components/swa.py
-        `_evict_device_next_node`): walk the SWA-unlocked nodes holding SWA, least recently used
-        first; an evictable leaf is deleted (its Full slots too), anything else is tombstoned, until
-        `swa_need` SWA tokens are freed. A tombstone left childless stays as a Full-only leaf."""
+    def _swa_pass(self, swa_need: int, evictable: Callable[[TreeNode], bool]) -> None:
+        """The SWA pass once the Full need is met (UnifiedRadixCache: 0.5.21
+        unified_cache/components/swa.py `_evict_device_next_node`; SWARadixCache: 0.5.13
+        swa_radix_cache.py `evict`'s second loop): walk the SWA-unlocked nodes holding SWA, least
+        recently used first; an evictable leaf is deleted (its Full slots too), anything else is
+        tombstoned, until `swa_need` SWA tokens are freed. A tombstone left childless stays as a
+        Full-only leaf (`tombstone_parent_kept`), or SWARadixCache deletes it with its last child."""
         freed = 0
         while freed < swa_need:
             cands = [n for n in self.nodes() if n.value is not None and not n.swa_tombstone and n.swa_lock_ref == 0]
@@ -460,10 +454,16 @@ class RadixTree:
                 break
             n = min(cands, key=lambda m: (m.last_access_time, m.id))
             freed += len(n)
-            if evictable(n):
-                self._delete(n)
-            else:
+            if not evictable(n):
                 self._tombstone(n)
+                continue
+            p = n.parent
+            self._delete(n)
+            while (not self.tombstone_parent_kept and p is not None and p is not self.root and p.value is not None
+                   and p.swa_tombstone and p.full_lock_ref == 0 and not p.children):
+                q = p.parent
+                self._delete(p)
+                p = q
 
     # -- insert -----------------------------------------------------------------------------------
     def insert(self, owner: int, tokens: Callable[[int, int], tuple[int, ...]], row: Callable[[int, int], torch.Tensor],

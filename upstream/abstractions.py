@@ -37,10 +37,18 @@ def _cross_request_sharing(sc: Any, diffs: list, design: Any, version: str) -> b
     warm prefix, after an eviction: the warm node was evicted and the other request re-inserted
     those tokens in a node of its own, which SGLang's tree shares and kvmc's atoms do not."""
     first = diffs[0][0]
-    if ": prefix" not in first or not (isinstance(diffs[0][1], int) and diffs[0][1] > diffs[0][2]):
+    longer = isinstance(diffs[0][1], int) and isinstance(diffs[0][2], int) and diffs[0][1] > diffs[0][2]
+    # the same Full-KV hit past a tombstone is a branching point (v0.5.20+)
+    if not longer or not (": prefix" in first or ": swa_branching_seqlen" in first):
         return False
-    op = int(first.split()[1])
-    return any(o[0] == "evict" for o in sc.ops[:op]) and sum(1 for r in sc.reqs if r[1]) == 2
+    return _warm_evicted(sc, first)
+
+
+def _warm_evicted(sc: Any, label: str) -> bool:
+    """Both requests share the warm prefix, and at this observation an eviction had taken (part of)
+    it from kvmc's tree: the lifecycle rows mark the label (upstream/lifecycle.py WARM_EVICTED).
+    An SWA-only eviction that tombstones the warm node leaves it in both trees: no mark."""
+    return "(after the warm prefix was evicted)" in label and sum(1 for r in sc.reqs if r[1]) == 2
 
 
 def _cross_request_dedup(sc: Any, diffs: list, design: Any, version: str) -> bool:
@@ -57,8 +65,7 @@ def _cross_request_dedup(sc: Any, diffs: list, design: Any, version: str) -> boo
         return False
     op = int(first.split()[1])
     kind = sc.ops[op][0] if op < len(sc.ops) else ""
-    return (kind in ("chunk", "stash", "finish") and any(o[0] == "evict" for o in sc.ops[:op])
-            and sum(1 for r in sc.reqs if r[1]) == 2)
+    return kind in ("chunk", "stash", "finish") and _warm_evicted(sc, first)
 
 
 ABSTRACTIONS: list[Abstraction] = [
@@ -74,8 +81,8 @@ ABSTRACTIONS: list[Abstraction] = [
         "the reverse for the same pools), hence no_prefill_oom's and the busy checks' reachable states: kvmc "
         "explores fewer cache-hit states after an eviction of a shared prefix. conservation and well_formed per "
         "state are unaffected (the tokens are accounted either way).",
-        ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa",
-         "alloc_for_extend", "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa",
+        ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching",
+         "busy_check", "busy_check/swa", "alloc_for_extend", "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa",
          "alloc_for_spec_decode", *_LOOP_ROW_CONFIGS),
         # the loop rows: the replay relabels the state (upstream/sched/driver.py::_warm_prefix_relabelled)
         lambda sc, diffs, d, v: ("(sharing_through_warm_prefix_only)" in diffs[0][0]
@@ -108,7 +115,7 @@ ABSTRACTIONS.append(Abstraction(
     "RuntimeError ends the scheduler either way (no_prefill_oom / no_decode_oom are violated in both); only "
     "the message differs (a CUDA fault, the process's CUDA context lost)",
     ("PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "SWATokenToKVPoolAllocator/ring", "RadixCache",
-     "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "busy_check", "busy_check/swa", "alloc_for_extend",
+     "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "busy_check", "busy_check/swa", "alloc_for_extend",
      "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode"),
     lambda sc, diffs, d, v: False,  # assigned by the worker when the guard fires, never from diffs
 ))

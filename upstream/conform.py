@@ -39,7 +39,7 @@ ROW_NAMES = (
     "add_chunked_req/swa_ring", "add_one_req/hicache", "_swa_budget_for_req", "budget_state",
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
-    "UnifiedRadixCache", "UnifiedRadixCache/swa", "alloc_for_extend", "alloc_for_extend/swa",
+    "UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "alloc_for_extend", "alloc_for_extend/swa",
     "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode", "spec_v2_alloc_len",
     *LOOP_ROWS,
 )

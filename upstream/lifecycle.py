@@ -14,6 +14,12 @@ and a sequence of operations as the scheduler performs them:
 * `finish r`: the rest of its prefill if any, then `release_kv_cache` (`cache_finished_req`, the
   ReqToTokenPool slot freed).
 * `evict n`: `tree.evict(num_tokens=n, swa_num_tokens=n)`.
+* `evict_swa n` (hybrid SWA only): `tree.evict(num_tokens=0, swa_num_tokens=n)`, the SWA-only
+  eviction the scheduler asks for when the SWA pool alone is short (`evict_from_tree_cache` with a
+  zero FULL demand). It frees SWA from internal nodes as tombstones (their FULL KV stays), which is
+  what gives a later match a Full-KV hit past its SWA-valid prefix: from 0.5.20 the match's
+  `swa_branching_seqlen` (compared at each first chunk) and the stash's or finish's insert cut at it
+  (`swa_branching_insert`). The row `UnifiedRadixCache/swa_branching` opens every scenario that way.
 * `batch k0 k1` (rows `alloc_for_extend`, `alloc_for_extend/swa` only): both requests prefill their
   next k0 / k1 tokens in one extend batch, through SGLang's own allocation step of `alloc_for_extend`
   (`alloc_token_slots`, or `alloc_paged_token_slots_extend`: `evict_from_tree_cache` for the batch,
@@ -82,6 +88,7 @@ class Life:
     batch: bool = False  # draw `batch` operations (two requests in one extend batch)
     spec: tuple = ()  # (speculative_num_steps, speculative_num_draft_tokens), topk 1: a `spec` scenario
     decode: bool = False  # a `decode` scenario
+    branching: bool = False  # a scenario that opens on a tombstoned warm prefix (`branching_lives`)
 
     @property
     def kind(self) -> str:
@@ -96,6 +103,8 @@ class Life:
         busy = "busy check on " if self.busy else ("extend batches on " if self.batch else "")
         if self.decode:
             busy = "a decode step on "
+        if self.branching:
+            busy = "a re-match past a tombstoned warm prefix on "
         if self.spec:
             busy = f"spec v2 decode (steps={self.spec[0]}, draft tokens={self.spec[1]}) on "
         return (f"{busy}{TREES[self.kind]}{comps}, page_size={self.page_size}{w}, pool={self.pool}, "
@@ -122,6 +131,8 @@ def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False, batch: bool 
         st.tuples(st.just("finish"), st.integers(0, 1)),
         st.tuples(st.just("evict"), st.integers(1, 24)),
     ]
+    if swa:
+        ops.append(st.tuples(st.just("evict_swa"), st.integers(1, 24)))
     window = draw(st.integers(1, 12)) if swa else 0
     if not batch:
         return Life(ps, swa, window, ps * 24, warm, tuple(reqs), tuple(draw(st.lists(st.one_of(*ops), min_size=1,
@@ -135,6 +146,30 @@ def lives(draw: Any, swa: bool, tree: str = "", busy: bool = False, batch: bool 
     ops.append(st.tuples(st.just("batch"), st.integers(1, 12), st.integers(1, 12)))
     rest = draw(st.lists(st.one_of(*ops), max_size=7))
     return Life(ps, swa, window, pool, warm, tuple(reqs), (("batch", *k), *rest), tree, busy, batch)
+
+
+@st.composite
+def branching_lives(draw: Any) -> Life:
+    """A hybrid-SWA scenario that reaches an SWA branching point: request 0 prefills past the shared
+    warm prefix and finishes (its chain becomes the warm node's child), an SWA-only eviction
+    tombstones the warm node (SGLang's SWA LRU takes it first: request 0's nodes were touched after
+    it), and request 1, which shares the warm prefix, matches a Full-KV hit of the warm length over
+    an SWA-valid prefix shorter than it (0 when the window exceeds what follows the tombstone). Its
+    chunks, stashes and finish then insert only up to the branching point (v0.5.20+). The drawn
+    rest (chunks, stashes, evictions) may revive, re-tombstone or evict the warm node in between."""
+    ps = draw(st.sampled_from([1, 4]))
+    warm = ps * draw(st.integers(1, 3))
+    reqs = tuple((draw(st.integers(warm + 1, warm + 16)), True) for _ in range(2))
+    window = draw(st.integers(1, 12))
+    opening = (("finish", 0), ("evict_swa", draw(st.integers(1, 2 * warm))))
+    ops = [
+        st.tuples(st.just("chunk"), st.just(1), st.integers(1, 12)),
+        st.tuples(st.just("stash"), st.just(1)),
+        st.tuples(st.just("evict_swa"), st.integers(1, 24)),
+        st.tuples(st.just("evict"), st.integers(1, 24)),
+    ]
+    rest = draw(st.lists(st.one_of(*ops), max_size=5))
+    return Life(ps, True, window, ps * 24, warm, reqs, (*opening, *rest, ("finish", 1)), "unified", branching=True)
 
 
 @st.composite
@@ -232,7 +267,45 @@ def _sizes(x: Ctx, s: Any) -> dict[str, int]:
     return out
 
 
+# the label's mark of a match after the shared warm prefix was evicted (upstream/abstractions.py)
+WARM_EVICTED = " (after the warm prefix was evicted)"
+
+# scenario runs one disagreeing scenario may take to try the model's other readings of its evictions
+MAX_EVICTION_READINGS = 16
+
+
 def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
+    """The scenario's observations under the first reading of its evictions that agrees with SGLang.
+
+    An eviction op is judged by sizes, and several evictions the model allows may leave the same
+    sizes with other nodes gone or tombstoned (SGLang's LRU picked one of them: e.g. the warm node or
+    the first node of a finished request's chain, both one token, both internal). Which one SGLang
+    took shows only later (a match). So where more than one matched, the scenario is run again,
+    on fresh SGLang objects, with each other choice, depth first, up to MAX_EVICTION_READINGS runs;
+    the model agrees if some reading does (it over-approximates eviction, model/radix_cache.py).
+    Where none does, the first reading's observations are returned."""
+    first: list[tuple[str, Any, Any]] | None = None
+    picks: list[int] = []
+    for _ in range(MAX_EVICTION_READINGS):
+        counts: list[int] = []
+        obs = _run_life_once(sc, design, picks, counts)
+        if first is None:
+            first = obs
+        if all(o[1] == o[2] for o in obs):
+            return obs
+        # the next reading: the deepest ambiguous eviction with a choice left, later ones reset
+        picks = picks[:len(counts)] + [0] * (len(counts) - len(picks))
+        while picks and picks[-1] + 1 >= counts[len(picks) - 1]:
+            picks.pop()
+        if not picks:
+            break
+        picks[-1] += 1
+    return first
+
+
+def _run_life_once(sc: Life, design: Design, picks: list[int], counts: list[int]) -> list[tuple[str, Any, Any]]:
+    """One run of the scenario: at the k-th eviction whose sizes several model outcomes match, the
+    outcome `picks[k]` (0 past the list); `counts` gets how many matched at each."""
     ps = sc.page_size
     alloc = real.allocator("swa" if sc.swa else ("token" if ps == 1 else "paged"), sc.pool, ps, sc.pool)
     pool = real.req_to_token_pool(4, max_context_len=128)
@@ -255,6 +328,15 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
     obs: list[tuple[str, Any, Any]] = []
 
     stashed = [False, False]  # stashed since its last prefill progress
+
+    def warm_gone(r: int | None) -> str:
+        """WARM_EVICTED where an eviction took (part of) the shared warm prefix from the model's tree
+        (and request r, if named, shares it): SGLang's tree may then share those tokens through the
+        other request's re-insert of them, kvmc's cannot (`sharing_through_warm_prefix_only`)."""
+        if r is not None and not sc.reqs[r][1]:
+            return ""
+        left = sum(s.node_len[a] for a in cfg.warm_chain() if s.node_device[a])
+        return WARM_EVICTED if left < sc.warm else ""
 
     def dies(label: str, call: Any, model_call: Any) -> None:
         """Run SGLang's stash or release (`call`) and the model's (`model_call`, which returns the
@@ -303,7 +385,10 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
         req.init_next_round_input(tree)
         with x.scope(f"admit[{r}]"):
             s, m, _fresh = match_prefix(x, s, r)
-        obs.append((f"{label}: prefix", real.prefix_len(req), m.prefix_len))
+        obs.append((f"{label}: prefix{warm_gone(r)}", real.prefix_len(req), m.prefix_len))
+        if sc.swa:  # v0.5.20+: set by the match (None before that release and where it finds none)
+            obs.append((f"{label}: swa_branching_seqlen{warm_gone(r)}", getattr(req, "swa_branching_seqlen", None) or 0,
+                        s.swa_branching_seqlen[r]))
         if pool.alloc([req]) is None:
             return False
         pre = real.prefix_len(req)
@@ -503,23 +588,29 @@ def run_life(sc: Life, design: Design) -> list[tuple[str, Any, Any]]:
                 state[r] = "finished"
             else:
                 n = op[1]
-                real.evict(tree, n, n if sc.swa else 0)
+                full = 0 if op[0] == "evict_swa" else n
+                real.evict(tree, full, n if sc.swa else 0)
                 got = real.tree_sizes(tree, alloc)
-                outcomes = _model_evictions(x, s, n)
+                outcomes = _model_evictions(x, s, full, n)
                 match = [o for o in outcomes if _sizes(x, o) == got]
                 obs.append((f"{label}: SGLang's eviction is one the model allows", True, bool(match)))
                 if not match:
                     obs.append((f"{label}: sizes (model: first allowed outcome)", got,
                                 _sizes(x, outcomes[0]) if outcomes else None))
                     return obs
-                s = match[0]
+                if len(match) > 1:
+                    k = len(counts)
+                    counts.append(len(match))
+                    s = match[picks[k] if k < len(picks) else 0]
+                else:
+                    s = match[0]
         except _SchedulerDied:  # SGLang's scheduler died, or the model says it does (compared above)
             return obs
         except Infeasible as e:  # the scenario leaves the bounded model (e.g. more nodes than atoms)
             obs.append((f"{label}: outside the bounded model", "-", "-"))
             obs.append(("outside", str(e), str(e)))
             return obs
-        obs.append((f"{label}: sizes", real.tree_sizes(tree, alloc), _sizes(x, s)))
+        obs.append((f"{label}: sizes{warm_gone(None)}", real.tree_sizes(tree, alloc), _sizes(x, s)))
         if sc.busy:
             busy_obs(label)
     return obs
@@ -553,6 +644,6 @@ def _model_batches(x: Ctx, s: Any, members: tuple[bool, ...], prefix: tuple[int,
                                                                      (False,) * len(members)))
 
 
-def _model_evictions(x: Ctx, s: Any, n: int) -> list[Any]:
-    """Every state the model's `evict_from_tree_cache`-style eviction of (n, n) may reach."""
-    return _enumerated(x, lambda xe: radix_cache.evict(xe, s, n, n if x.cfg.hybrid_swa else 0, "evict"))
+def _model_evictions(x: Ctx, s: Any, full: int, swa: int) -> list[Any]:
+    """Every state the model's `evict_from_tree_cache`-style eviction of (full, swa) may reach."""
+    return _enumerated(x, lambda xe: radix_cache.evict(xe, s, full, swa if x.cfg.hybrid_swa else 0, "evict"))

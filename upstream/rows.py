@@ -514,6 +514,12 @@ def _life(swa: bool, tree: str = "", busy: bool = False, batch: bool = False) ->
     return lives(swa, tree, busy, batch)
 
 
+def _branching_life() -> Any:
+    from .lifecycle import branching_lives
+
+    return branching_lives()
+
+
 def _no_spec_v2(design: Design, version: str) -> str | None:
     if not design.on("eagle_v1_removed"):
         return "the design models EAGLE v1 (eagle_v1_removed off), this row spec v2"
@@ -663,6 +669,10 @@ ROWS: dict[str, Row] = {
             lambda: _life(False, "unified"), _run_life, _tree_row("unified", False)),
         Row("UnifiedRadixCache/swa", "request lifecycles on UnifiedRadixCache with FULL and SWA components "
             "(the hybrid-SWA default from 0.5.16)", lambda: _life(True, "unified"), _run_life, _tree_row("unified", True)),
+        Row("UnifiedRadixCache/swa_branching", "the same, each scenario opening on a warm prefix an SWA-only "
+            "eviction tombstoned under a finished request's chain, so the second request's match has a Full-KV hit "
+            "past its SWA-valid prefix (v0.5.20+: swa_branching_seqlen, the insert cut at it)",
+            _branching_life, _run_life, _tree_row("unified", True)),
         *[_loop_row(n) for n in _loop_row_names()],
     ]
 }

@@ -106,3 +106,24 @@ def test_unified_swa_pass_follows_the_swa_lru_order() -> None:
             assert left == []
             assert alloc.full_available_size() == 64
         assert alloc.swa_available_size() == free_swa + 8
+
+
+def test_swa_only_lru_eviction_tombstones_then_deletes_the_parent() -> None:
+    """SGLang's SWA pass for an SWA-only need (0.5.13 SWARadixCache `evict`; UnifiedRadixCache's
+    `_evict_device_next_node`) walks the SWA LRU list over internal nodes too: the older parent
+    [0, 4) is tombstoned first, then its leaf [4, 12) goes. SWARadixCache deletes the childless
+    tombstone with it (every Full slot free); UnifiedRadixCache keeps it as a Full-only leaf. The
+    pool had evicted the leaf alone (SWA held by leaves first), which SGLang never does here."""
+    for kept in (False, True):
+        alloc = SWAAllocator(64, 64, 4, DEV)
+        tree = RadixTree(alloc, 4, True, 5, None, DEV, next_atom=lambda owner, atom: None)
+        tree.tombstone_parent_kept = kept
+        parent = tree.add_node(tree.root, _tokens(0, 4), alloc.alloc_extend([0], [4], [-1]), 0, 0)
+        tree.add_node(parent, _tokens(4, 12), alloc.alloc_extend([4], [12], [-1]), 0, 1)
+        tree._evict_lru(0, 8)  # an SWA-only need of 8: the parent's 4 are not enough
+        assert alloc.swa_available_size() == 64
+        if kept:
+            assert [(len(n), n.swa_tombstone) for n in tree.nodes()] == [(4, True)]
+            assert alloc.full_available_size() == 60
+        else:
+            assert list(tree.nodes()) == [] and alloc.full_available_size() == 64

@@ -52,7 +52,7 @@ def test_unified_tree_keeps_the_childless_tombstone(design_name: str) -> None:
     x, s = _stashed(design_name)
     assert lifecycle._sizes(x, s) == {**SGLANG_0518, "full_available": 84, "full_evictable": 8, "swa_available": 88,
                                       "swa_evictable": 4}
-    outcomes = [lifecycle._sizes(x, o) for o in lifecycle._model_evictions(x, s, 1)]
+    outcomes = [lifecycle._sizes(x, o) for o in lifecycle._model_evictions(x, s, 1, 1)]
     assert SGLANG_0518 in outcomes, outcomes
 
 
@@ -64,7 +64,7 @@ def test_swa_radix_cache_deletes_the_childless_tombstone() -> None:
     x, s = _stashed("v0.5.18")
     x = Ctx(Concrete(), x.cfg, x.design.with_fix("swa_tombstone_parent_kept", None), x.p)
     for need in (1, 8):
-        outcomes = [lifecycle._sizes(x, o) for o in lifecycle._model_evictions(x, s, need)]
+        outcomes = [lifecycle._sizes(x, o) for o in lifecycle._model_evictions(x, s, need, need)]
         assert outcomes and all(o["full_available"] == 92 and o["full_evictable"] == 0 for o in outcomes), (need, outcomes)
 
 
