@@ -105,6 +105,20 @@ ABSTRACTIONS: list[Abstraction] = [
 
 
 ABSTRACTIONS.append(Abstraction(
+    "after_conservation_violation",
+    "Once kvmc's own ownership ledger is broken (a state where `conservation` fails: finding 3's short re-match "
+    "leaves the request's prefix in the tree unlocked while its row holds the same slots), both pools are "
+    "corrupt: the next eviction or free hands out or frees slots twice. kvmc's model does not follow SGLang "
+    "through a corrupted pool (what an eviction picks among doubly owned slots, whether SGLang's allocator asserts).",
+    "none: conservation (and, on SGLang's scheduler, its busy check) is violated at the state before, and kvmc "
+    "reports that violation first; nothing after it is a separate verdict",
+    ("SWARadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "busy_check/swa",
+     "alloc_for_extend/swa", "alloc_for_decode/swa"),
+    lambda sc, diffs, d, v: "(kvmc's ledger already broken)" in diffs[0][0],
+))
+
+
+ABSTRACTIONS.append(Abstraction(
     "paged_kernel_reads_empty_free_list",
     "On a GPU, up to 0.5.21, PagedTokenToKVPoolAllocator.alloc_extend / alloc_decode launch their Triton kernel "
     "before the fit check (0.5.22 checks first); a request that opens a page reads free_pages[0], and with an "

@@ -67,6 +67,7 @@ from model.designs import Design
 from model.ops import Concrete, Infeasible
 from model.state import CHUNKED, FINISHED, OOM_ASSERT, OOM_DECODE, OOM_NONE, OOM_PREFILL, RUNNING, WAITING
 from model.transition import Ctx
+from specs.properties import _conservation
 
 from . import real
 
@@ -270,6 +271,10 @@ def _sizes(x: Ctx, s: Any) -> dict[str, int]:
 # the label's mark of a match after the shared warm prefix was evicted (upstream/abstractions.py)
 WARM_EVICTED = " (after the warm prefix was evicted)"
 
+# the label's mark of an op that starts from a state whose ownership ledger kvmc's `conservation`
+# already finds broken (upstream/abstractions.py `after_conservation_violation`)
+LEDGER_BROKEN = " (kvmc's ledger already broken)"
+
 # scenario runs one disagreeing scenario may take to try the model's other readings of its evictions
 MAX_EVICTION_READINGS = 16
 
@@ -350,6 +355,13 @@ def _run_life_once(sc: Life, design: Design, picks: list[int], counts: list[int]
         try:
             call()
         except AssertionError as e:
+            if _double_free(e):
+                # SGLang's SWA allocator refuses a free that would leave more free than its size: slots
+                # freed twice. kvmc has no such assertion; agreement is its ownership ledger already
+                # broken on the state before the call (finding 3: the tree evicted slots the request holds)
+                obs.append((f"{label}: SGLang's allocator asserts on a double free / kvmc's ledger broken before it",
+                            True, not bool(_conservation(x, s))))
+                raise _SchedulerDied from e
             if "new_prefix_len" not in str(e):
                 raise
             obs.append((f"{label}: the scheduler dies (AssertionError: new_prefix_len <= len(new_indices))", True,
@@ -548,6 +560,8 @@ def _run_life_once(sc: Life, design: Design, picks: list[int], counts: list[int]
 
     for i, op in enumerate(sc.ops):
         label = f"op {i} {op}"
+        if not _conservation(x, s):  # the pool is corrupt before this op: slots owned twice (finding 3)
+            label += LEDGER_BROKEN
         if op[0] in ("chunk", "stash", "finish") and state[op[1]] != "finished":
             last_r[0] = op[1]
         if op[0] == "chunk" and op[1] in parked:
@@ -614,6 +628,15 @@ def _run_life_once(sc: Life, design: Design, picks: list[int], counts: list[int]
         if sc.busy:
             busy_obs(label)
     return obs
+
+
+def _double_free(e: AssertionError) -> bool:
+    """The AssertionError is SGLang's SWA allocator refusing a free past its size
+    (`SWATokenToKVPoolAllocator._free_swa_pages`: `available_size() <= size`, 0.5.22)."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    return bool(frames) and frames[-1].filename.endswith("allocator/swa.py") and "available_size() <=" in (frames[-1].line or "")
 
 
 class _SchedulerDied(Exception):

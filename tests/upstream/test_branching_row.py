@@ -82,3 +82,39 @@ def test_swa_radix_cache_deletes_a_tombstone_made_in_the_same_eviction(sglang_ro
     Full slot is free. Before the model allowed it, no outcome of its eviction matched."""
     out = _run(sglang_root, "0.5.13", "v0.5.13", ((3, True), (1, False)), (("finish", 0), ("evict_swa", 2)), "swa_radix")
     assert out["final"] == [], out
+
+
+def _release(root: Path, version: str) -> None:
+    if not _installed(root, version):
+        pytest.skip(f"SGLang {version} is not installed (`kvmc sglang install {version}`)")
+
+
+def test_sglang_0_5_22_asserts_on_the_double_free_where_the_ledger_is_broken(sglang_root: Path) -> None:
+    """Finding 3's state goes on: request 1 (10 tokens, page 4, window 5) prefills, its stash
+    re-matches short, so the tree's [0, 8) is unlocked while its row holds the same slots; `evict 5`
+    frees them; the finish frees them again. 0.5.18-0.5.21 double-free silently (the model follows),
+    0.5.22's SWA allocator asserts `available_size() <= size`. The row compares that death with
+    kvmc's ledger, broken before the finish, instead of raising (a scenario error)."""
+    _release(sglang_root, "0.5.22")
+    ops = (("evict", 1), ("chunk", 1, 10), ("chunk", 1, 1), ("evict", 5), ("finish", 1))
+    out = _run(sglang_root, "0.5.22", "v0.5.22", ((5, True), (10, True)), ops, "unified", True)
+    assert out["final"] == [], out
+
+
+def test_an_eviction_after_the_ledger_broke_is_the_documented_abstraction(sglang_root: Path) -> None:
+    """alloc_for_extend/swa on 0.5.18: both requests in one batch, request 1's finish leaves
+    finding 3's doubly owned prefix; the next eviction's outcome is one the model does not allow,
+    on a state whose ledger kvmc already finds broken: the first difference carries the mark
+    `after_conservation_violation` matches."""
+    _release(sglang_root, "0.5.18")
+    from upstream.abstractions import ABSTRACTIONS
+
+    script = _SCENARIO.replace("sc = L.Life(1, True, 1, 24, 1, {reqs}, {ops}, {tree!r}, branching={branching})",
+                               "sc = L.Life(4, True, 5, 16, 4, ((1, False), (11, False)), "
+                               "(('batch', 1, 10), ('finish', 1), ('evict', 1)), '', False, True)")
+    out = run_in_release(release_path(sglang_root, "0.5.18"), ["-c", script.format(design="v0.5.18")])
+    assert isinstance(out, dict), out
+    assert out["final"] and "(kvmc's ledger already broken)" in out["final"][0], out
+    (ab,) = [a for a in ABSTRACTIONS if a.name == "after_conservation_violation"]
+    assert "alloc_for_extend/swa" in ab.rows and ab.matches(None, [(out["final"][0], True, False)], None, "0.5.18")
+    assert not ab.matches(None, [("op 2 ('evict', 1): sizes", True, False)], None, "0.5.18")
