@@ -479,8 +479,9 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
     # that was needed is below it: without its subtree's other frees the need is not met
     # (`kvmc conform`, row SWARadixCache: a 1-token warm node, then a finished request's 2-token leaf
     # under it, for an SWA-only need of 2: SGLang frees all three Full slots)
+    swa_chain = hybrid and not x.on("swa_tombstone_parent_kept")
     sub_swa: list[Any] = [0] * K
-    if hybrid and not x.on("swa_tombstone_parent_kept"):
+    if swa_chain:
         for a in reversed(range(K)):
             sub_swa[a] = x.sum([x.ite(d[a], swa_len[a], 0), x.ite(t[a], L[a], 0), *[sub_swa[c] for c in sh.children[a]]])
     needed: list[Any] = []
@@ -490,7 +491,7 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         enough_without = x.and_(freed_full - L[a] - chain_up[a] >= full_need,
                                 (freed_swa - swa_len[a] >= swa_need) if hybrid else True)
         needed.append(x.and_(top, x.not_(enough_without)))
-        if hybrid and not x.on("swa_tombstone_parent_kept"):
+        if swa_chain:
             needed.append(x.and_(top, x.not_(tomb[a]), kids_any(went, a), L[a] < swa_need,
                                  freed_swa - sub_swa[a] + L[a] < swa_need))
         any_gone.append(top)

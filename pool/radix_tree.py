@@ -427,16 +427,8 @@ class RadixTree:
             if not cands:
                 break
             n = min(cands, key=lambda m: (m.last_access_time, m.id))
-            p = n.parent
-            freed_full += len(n)
             freed_swa += 0 if n.swa_tombstone else len(n)
-            self._delete(n)
-            while (not self.tombstone_parent_kept and p is not None and p is not self.root and p.value is not None
-                   and p.swa_tombstone and p.full_lock_ref == 0 and not p.children):
-                q = p.parent
-                freed_full += len(p)
-                self._delete(p)
-                p = q
+            freed_full += self._delete_leaf(n)
         if self.hybrid and freed_swa < swa_need:  # no evictable leaf left: the SWA pass for the rest
             self._swa_pass(swa_need - freed_swa, evictable)
 
@@ -454,16 +446,25 @@ class RadixTree:
                 break
             n = min(cands, key=lambda m: (m.last_access_time, m.id))
             freed += len(n)
-            if not evictable(n):
+            if evictable(n):
+                self._delete_leaf(n)
+            else:
                 self._tombstone(n)
-                continue
-            p = n.parent
-            self._delete(n)
-            while (not self.tombstone_parent_kept and p is not None and p is not self.root and p.value is not None
-                   and p.swa_tombstone and p.full_lock_ref == 0 and not p.children):
-                q = p.parent
-                self._delete(p)
-                p = q
+
+    def _delete_leaf(self, n: TreeNode) -> int:
+        """Delete the evictable leaf n and, unless `tombstone_parent_kept`, the tombstone ancestors it
+        leaves childless (SWARadixCache `_iteratively_delete_tombstone_leaf`). Returns the Full
+        tokens freed."""
+        p = n.parent
+        freed = len(n)
+        self._delete(n)
+        while (not self.tombstone_parent_kept and p is not None and p is not self.root and p.value is not None
+               and p.swa_tombstone and p.full_lock_ref == 0 and not p.children):
+            q = p.parent
+            freed += len(p)
+            self._delete(p)
+            p = q
+        return freed
 
     # -- insert -----------------------------------------------------------------------------------
     def insert(self, owner: int, tokens: Callable[[int, int], tuple[int, ...]], row: Callable[[int, int], torch.Tensor],

@@ -14,6 +14,12 @@ from typing import Any, Callable
 
 from .sched.loop_rows import LOOP_ROWS as _LOOP_ROW_CONFIGS
 
+# marks the lifecycle rows (upstream/lifecycle.py) put on an observation's label: a match or op after
+# an eviction took (part of) the shared warm prefix from kvmc's tree, and an op that starts from a
+# state whose ownership ledger kvmc's `conservation` already finds broken
+WARM_EVICTED = " (after the warm prefix was evicted)"
+LEDGER_BROKEN = " (kvmc's ledger already broken)"
+
 
 @dataclass(frozen=True)
 class Abstraction:
@@ -46,9 +52,9 @@ def _cross_request_sharing(sc: Any, diffs: list, design: Any, version: str) -> b
 
 def _warm_evicted(sc: Any, label: str) -> bool:
     """Both requests share the warm prefix, and at this observation an eviction had taken (part of)
-    it from kvmc's tree: the lifecycle rows mark the label (upstream/lifecycle.py WARM_EVICTED).
+    it from kvmc's tree: the lifecycle rows mark the label (WARM_EVICTED).
     An SWA-only eviction that tombstones the warm node leaves it in both trees: no mark."""
-    return "(after the warm prefix was evicted)" in label and sum(1 for r in sc.reqs if r[1]) == 2
+    return WARM_EVICTED in label and sum(1 for r in sc.reqs if r[1]) == 2
 
 
 def _cross_request_dedup(sc: Any, diffs: list, design: Any, version: str) -> bool:
@@ -114,7 +120,7 @@ ABSTRACTIONS.append(Abstraction(
     "reports that violation first; nothing after it is a separate verdict",
     ("SWARadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "busy_check/swa",
      "alloc_for_extend/swa", "alloc_for_decode/swa"),
-    lambda sc, diffs, d, v: "(kvmc's ledger already broken)" in diffs[0][0],
+    lambda sc, diffs, d, v: LEDGER_BROKEN in diffs[0][0],
 ))
 
 

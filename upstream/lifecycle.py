@@ -70,6 +70,7 @@ from model.transition import Ctx
 from specs.properties import _conservation
 
 from . import real
+from .abstractions import LEDGER_BROKEN, WARM_EVICTED
 
 
 TREES = {"radix": "RadixCache", "swa_radix": "SWARadixCache", "unified": "UnifiedRadixCache"}
@@ -267,13 +268,6 @@ def _sizes(x: Ctx, s: Any) -> dict[str, int]:
         out.update(swa_available=s.swa_available, swa_evictable=c.swa_evictable, swa_protected=c.swa_protected)
     return out
 
-
-# the label's mark of a match after the shared warm prefix was evicted (upstream/abstractions.py)
-WARM_EVICTED = " (after the warm prefix was evicted)"
-
-# the label's mark of an op that starts from a state whose ownership ledger kvmc's `conservation`
-# already finds broken (upstream/abstractions.py `after_conservation_violation`)
-LEDGER_BROKEN = " (kvmc's ledger already broken)"
 
 # scenario runs one disagreeing scenario may take to try the model's other readings of its evictions
 MAX_EVICTION_READINGS = 16
