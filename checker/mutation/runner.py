@@ -28,7 +28,9 @@ per config, and `retract_decode`'s two retraction mutants, killed at depth 5 on 
 when searched there, survived at depth 1.
 
 The first violation of a property kills the mutant, if the model itself holds it: the baseline
-runs the model's explicit search (a violation there stops the run), and a kill by BMC or random
+runs the model's explicit search (a violation there stops the run; an explicit kill deeper than that
+search got, which on a loaded machine may be depth 0, counts only if the model's own search of the
+kill's point holds to its depth), and a kill by BMC or random
 runs (the full bounds) is confirmed by a BMC of the model on that property to the kill's depth
 (`model_check`), or, where that BMC cannot reach the depth in the time and finds no violation,
 by the model's explicit search of the kill's own parameters to its depth (`confirm_at`: the
@@ -410,8 +412,17 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
             searched.append(Search("explicit", c, s.depth_reached, time.perf_counter() - t0, exhausted, len(s.points),
                                    s.distinct_states, s.stopped))
             for p, r in s.results.items():
-                if r.verdict is Verdict.VIOLATED and p in props_on(c):
-                    return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0), "killed")
+                # the baseline vouches for the model only to the depth it reached (on a loaded
+                # machine that can be 0): deeper, the model's own search of the counterexample's
+                # point must hold, or the "kill" may be a finding of the preset's own (session 42:
+                # v0.5.13's no_decode_oom on hybrid_swa_mixed, finding 9, counted as 7 kills)
+                if r.verdict is Verdict.VIOLATED and p in props_on(c) and (
+                        (base is not None and (base.exhausted or r.depth <= base.depth))
+                        or (r.trace is not None and model_holds_at(c, r.trace.params, p, r.depth, base,
+                                                                   time_limit_s=max(1.0, left() * EXPLICIT_SHARE),
+                                                                   design=preset))):
+                    point = r.trace.params.as_dict() if r.trace is not None else None
+                    return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0, point), "killed")
             for p, r in s.results.items():
                 # vacuous only on the baseline's own points: a spread of them may lack the one
                 # where the model meets the witness

@@ -286,6 +286,32 @@ def test_a_kill_past_the_models_bmc_is_confirmed_on_its_own_instance(monkeypatch
     assert any("not confirmed on its instance" in line for line in said), said
 
 
+def test_an_explicit_kill_deeper_than_the_baseline_is_checked_against_the_model() -> None:
+    """The baseline vouches for the preset only to the depth its explicit search reached, which on a
+    loaded machine can be 0. v0.5.13 itself breaks `no_decode_oom` on `hybrid_swa_mixed` at depth 3
+    of the explicit points (docs/findings.md, the mixed-chunk SWA finding): a mutant's explicit
+    search that meets it there has met the preset's finding, not killed anything (session 42: seven
+    such "kills" before the check). A real search of the model's own point refuses it."""
+    from checker.mutation import runner
+
+    m = find("swa_release_bounds", "negate", "W + ps if x.on('swa_release_page_margin') else W")
+    from model.designs import PRESETS
+
+    shallow = runner.Baseline("hybrid_swa_mixed", {}, [], 0, False,
+                              terms=runner._step_terms("hybrid_swa_mixed", PRESETS["v0.5.13"]))
+    out = runner.hunt(m.id, ["hybrid_swa_mixed"], 40, {"hybrid_swa_mixed": shallow}, "v0.5.13")
+    k = out.get("kill") or {}
+    assert not (k.get("property") == "no_decode_oom" and k.get("engine") == "explicit"), out
+    # the same violation is the preset's own, on the point the mutant's search would have reported
+    from checker.mutation.runner import SAMPLE_POINTS, explicit_points
+
+    system = System(CONFIGS["hybrid_swa_mixed"], PRESETS["v0.5.13"])
+    points = explicit_points(system)
+    r = Explorer(system, ["no_decode_oom"], points=points[:: -(-len(points) // SAMPLE_POINTS)]).run(
+        3, keep_going=False).results["no_decode_oom"]
+    assert r.verdict is Verdict.VIOLATED and r.depth == 3, r.words()
+
+
 def test_the_baseline_cache_reuses_the_models_own_runs_only_for_the_same_sources(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--baseline-cache DIR`: the model's explicit baseline is read back as it was written, and an
