@@ -76,6 +76,18 @@ _PAGED = Config(
 )
 
 
+_PAGED_ALIGNED = replace(
+    _PAGED, name="paged_aligned",
+    doc="paged with --truncation-align-size 4 (deterministic inference with flashinfer sets it from "
+        "SGLANG_FLASHINFER_PREFILL_SPLIT_TILE_SIZE): a truncated chunk is a multiple of 4 tokens, one under 4 is OTHER",
+    truncation_align_size=4,
+    # SGLang refuses a chunk size under the alignment at start-up (check_truncation_align_fits_chunk)
+    bounds={**_PAGED.bounds, "chunked_prefill_size": (4, 8), "full_tokens": (8, 32)},
+    explicit_bounds={**_PAGED.explicit_bounds, "full_tokens": (16, 16), "input_len": (3, 8), "max_new_tokens": (1, 1),
+                     "chunked_prefill_size": (6, 6)},
+)
+
+
 def _at_page(base: Config, page_size: int, name: str, doc: str, **pins: tuple[int, int]) -> Config:
     """`base` at another page size: the same shape and bounds, but for the parameters `pins` sets
     (a pool of at least a page or two; `x_explicit` for an explicit bound)."""
@@ -109,15 +121,19 @@ CONFIGS: dict[str, Config] = {
                              "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
         ),
         _PAGED,
+        _PAGED_ALIGNED,
         replace(
-            _PAGED, name="paged_aligned",
-            doc="paged with --truncation-align-size 4 (deterministic inference with flashinfer sets it from "
-                "SGLANG_FLASHINFER_PREFILL_SPLIT_TILE_SIZE): a truncated chunk is a multiple of 4 tokens, one under 4 is OTHER",
-            truncation_align_size=4,
-            # SGLang refuses a chunk size under the alignment at start-up (check_truncation_align_fits_chunk)
-            bounds={**_PAGED.bounds, "chunked_prefill_size": (4, 8), "full_tokens": (8, 32)},
-            explicit_bounds={**_PAGED.explicit_bounds, "full_tokens": (16, 16), "input_len": (3, 8), "max_new_tokens": (1, 1),
-                             "chunked_prefill_size": (6, 6)},
+            _at_page(
+                _PAGED_ALIGNED, 1, "aligned_page1",
+                "--truncation-align-size 8 at page 1, SGLang's default page size: a chunk cut down to the alignment "
+                "leaves up to 7 tokens of chunk budget, which can admit a second request into the memory the "
+                "chunked request's later chunks need (finding 12)",
+                full_tokens=(4, 32), input_len=(1, 20), chunked_prefill_size=(8, 16),
+                # finding 12's point: a prompt of 18 cut to 8 by a chunk of 15, then a prompt of 7
+                full_tokens_explicit=(24, 24), chunked_prefill_size_explicit=(15, 15), input_len_explicit=(7, 18),
+                max_new_tokens_explicit=(2, 2), warm_len_explicit=(0, 0),
+            ),
+            truncation_align_size=8,
         ),
         Config(
             name="hybrid_swa",

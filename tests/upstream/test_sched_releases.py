@@ -113,7 +113,7 @@ def test_rematch_finding_reproduces_on_0_5_18() -> None:
 def test_corpus_on_the_newest_releases(version: str) -> None:
     """0.5.19 .. 0.5.23 have every fix the corpus names: each trace's events run on the release's own
     scheduler without breaking its property (`passed`), the two findings (no fix in any release)
-    reproduce step for step (the stall's loop recurring), and EAGLE stays not replayable. Each release's API (ReqKvInfo rows,
+    reproduce step for step (the stall's loop recurring; finding 12's out of memory), and EAGLE stays not replayable. Each release's API (ReqKvInfo rows,
     runtime-context ranks and groups, lock receipts, the composed streaming session) is what the
     adapter must get right for any of this to run."""
     res = sr.replay(version, corpus_files(), root=_root_with(version))
@@ -178,6 +178,9 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
                 assert f"no_prefill_oom violated on SGLang {version} at step 1" in sr.line(o), sr.line(o)
             else:
                 assert (o["status"], o["step"], o["field"]) == (sr.DIVERGED, 1, "full_available"), sr.line(o)
+        elif f == "current/aligned_page1/no_prefill_oom.itf.json":  # findings #12 (open): every release
+            assert o["status"] == sr.REPRODUCED, sr.line(o)
+            assert f"no_prefill_oom violated on SGLang {version} at step 3" in sr.line(o), sr.line(o)
         elif f == "v0.5.23/sessions/progress.itf.json":  # findings #7 (#37583, open): 0.5.12.post1 on
             assert o["status"] == sr.REPRODUCED, sr.line(o)
             assert f"progress violated on SGLang {version}: the loop" in sr.line(o), sr.line(o)
