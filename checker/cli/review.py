@@ -130,6 +130,10 @@ def run_job(job: Job) -> dict[str, Any]:
     from specs.liveness import LIVENESS as side_liveness
 
     props = [p for p in job.props if p in side_props or p in side_liveness]
+    if any(p in side_liveness for p in props):  # lassos and bounded progress, as `kvmc check` runs them
+        from checker.engines.liveness import with_liveness
+
+        check = with_liveness(check, job.engine)
     rep = check(design, cfg, props, job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
     out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
                            "seconds": round(rep.seconds, 2), "results": {}}

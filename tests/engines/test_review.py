@@ -238,3 +238,14 @@ def test_review_of_a_revision_older_than_a_property(tmp_path: Path, capsys: pyte
                            "no_prefill_oom", "--property", "recompute_only_when_short", "--depth", "1", "--format", "json",
                            "--out", str(tmp_path / "small"))
     assert rc == 2 and "recompute_only_when_short" in err  # applies to none of the configs named
+
+
+def test_review_of_a_liveness_property(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A liveness property goes to the lasso engine on both sides, as `kvmc check --property progress`
+    does (before session 42 the review handed it to the BMC, which raised KeyError: 'progress'): the
+    planted starvation mutant is newly broken on the head."""
+    rc, out, err = _review(capsys, "--head-mutant", "admission_ignores_evictable", "--config", "small",
+                           "--property", "progress", "--depth", "4", "--no-prove", "--out", str(tmp_path / "cx"))
+    assert rc == 1, err
+    row = next(line for line in out.splitlines() if line.startswith("progress"))
+    assert "holds to depth 4" in row and "violated at depth" in row and "NEWLY BROKEN" in row, out
