@@ -452,6 +452,28 @@ CONFIGS: dict[str, Config] = {
             explicit_bounds={"full_tokens": (10, 10), "input_len": (1, 5), "max_new_tokens": (1, 2),
                              "chunked_prefill_size": (2, 4), "req_pool_size": (3, 3), "max_prefill_tokens": (16, 16)},
         ),
+        Config(
+            name="aligned_chunk_cache",
+            doc="aligned_page1 without a prefix tree: --enable-deterministic-inference with the flashinfer backend "
+                "sets the alignment and disables the radix cache (ChunkCache up to 0.5.21, a disabled "
+                "UnifiedRadixCache from 0.5.22); page 1, alignment 8, chunked prefill, two requests (finding 12)",
+            num_reqs=2,
+            page_size=1,
+            chunked_prefill=True,
+            chunk_cache=True,
+            truncation_align_size=8,
+            private_atoms=1,  # no node is ever made (the tree stays empty)
+            bounds={
+                "full_tokens": (4, 32),
+                "input_len": (1, 20),
+                "max_new_tokens": (1, 4),
+                "chunked_prefill_size": (8, 16),
+                "req_pool_size": (2, 2),
+                "max_prefill_tokens": (8, 32),
+            },
+            explicit_bounds={"full_tokens": (24, 24), "input_len": (7, 18), "max_new_tokens": (2, 2),
+                             "chunked_prefill_size": (15, 15), "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
+        ),
     ]
 }
 

@@ -67,6 +67,8 @@ FINDINGS: list[tuple[str, ...]] = [
     # memory the chunked request's later chunks need (every release, open). The explicit engine's trace has
     # the chunked request's max_new_tokens unclipped (the BMC's shortest clips it to 0)
     ("current", "aligned_page1", "no_prefill_oom", "--engine", "explicit"),
+    # the same without a prefix tree: --enable-deterministic-inference with flashinfer disables the radix cache
+    ("current", "aligned_chunk_cache", "no_prefill_oom", "--engine", "explicit"),
 ]
 
 

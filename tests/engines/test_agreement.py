@@ -30,6 +30,8 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     # finding 12's point: a prompt of 18 cut to 8, a prompt of 7 admitted into the chunk budget left
     "aligned_page1": (dict(full_tokens=(24, 24), input_len=(7, 7), max_new_tokens=(2, 2), warm_len=(0, 0),
                            chunked_prefill_size=(15, 15), max_prefill_tokens=(16, 16)), 2),
+    "aligned_chunk_cache": (dict(full_tokens=(24, 24), input_len=(7, 7), max_new_tokens=(2, 2),
+                                 chunked_prefill_size=(15, 15), max_prefill_tokens=(16, 16)), 2),
     "hybrid_swa": (dict(full_tokens=(12, 12), swa_tokens=(8, 8), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
                         input_len=(3, 5), max_new_tokens=(2, 2)), 2),
     # host-only warm prefix: the load-back path (a device-warm prefix is hybrid_swa's tree, and took

@@ -40,9 +40,10 @@ def _is_finding_12(res: Any) -> None:
     assert first.kv_committed_len[0] % CFG.truncation_align_size == 0
 
 
+@pytest.mark.parametrize("config", ["aligned_page1", "aligned_chunk_cache"])
 @pytest.mark.parametrize("engine", ["bmc", "explicit"])
-def test_finding_12(engine: str) -> None:
-    res = run_check(PRESETS["current"], ["aligned_page1"], ["no_prefill_oom"], 3, prove=False, engine=engine).configs[0] \
+def test_finding_12(engine: str, config: str) -> None:
+    res = run_check(PRESETS["current"], [config], ["no_prefill_oom"], 3, prove=False, engine=engine).configs[0] \
         .results["no_prefill_oom"]
     _is_finding_12(res)
     if engine == "explicit":  # the explicit points leave max_new_tokens unclipped (24 - 18 - 2 = 4 >= 2)
