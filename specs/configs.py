@@ -96,6 +96,33 @@ def _at_page(base: Config, page_size: int, name: str, doc: str, **pins: tuple[in
     return replace(base, name=name, doc=doc, page_size=page_size, bounds=bounds, explicit_bounds=explicit)
 
 
+_ALIGNED_PAGE1 = replace(
+    _at_page(
+        _PAGED_ALIGNED, 1, "aligned_page1",
+        "--truncation-align-size 8 at page 1, SGLang's default page size: a chunk cut down to the alignment "
+        "leaves up to 7 tokens of chunk budget, which can admit a second request into the memory the "
+        "chunked request's later chunks need (finding 12)",
+        full_tokens=(4, 32), input_len=(1, 20), chunked_prefill_size=(8, 16),
+        # finding 12's point: a prompt of 18 cut to 8 by a chunk of 15, then a prompt of 7
+        full_tokens_explicit=(24, 24), chunked_prefill_size_explicit=(15, 15), input_len_explicit=(7, 18),
+        max_new_tokens_explicit=(2, 2), warm_len_explicit=(0, 0),
+    ),
+    truncation_align_size=8,
+)
+
+# --enable-deterministic-inference with the flashinfer backend also disables the radix cache
+_ALIGNED_CHUNK_CACHE = replace(
+    _ALIGNED_PAGE1, name="aligned_chunk_cache",
+    doc="aligned_page1 without a prefix tree: --enable-deterministic-inference with the flashinfer backend "
+        "sets the alignment and disables the radix cache (ChunkCache up to 0.5.21, a disabled "
+        "UnifiedRadixCache from 0.5.22); page 1, alignment 8, chunked prefill, two requests (finding 12)",
+    chunk_cache=True, warm_atoms=0, shares_warm_prefix=(False, False),
+    private_atoms=1,  # no node is ever made (the tree stays empty)
+    bounds={k: v for k, v in _ALIGNED_PAGE1.bounds.items() if k != "warm_len"},
+    explicit_bounds={k: v for k, v in _ALIGNED_PAGE1.explicit_bounds.items() if k != "warm_len"},
+)
+
+
 CONFIGS: dict[str, Config] = {
     c.name: c
     for c in [
@@ -122,19 +149,8 @@ CONFIGS: dict[str, Config] = {
         ),
         _PAGED,
         _PAGED_ALIGNED,
-        replace(
-            _at_page(
-                _PAGED_ALIGNED, 1, "aligned_page1",
-                "--truncation-align-size 8 at page 1, SGLang's default page size: a chunk cut down to the alignment "
-                "leaves up to 7 tokens of chunk budget, which can admit a second request into the memory the "
-                "chunked request's later chunks need (finding 12)",
-                full_tokens=(4, 32), input_len=(1, 20), chunked_prefill_size=(8, 16),
-                # finding 12's point: a prompt of 18 cut to 8 by a chunk of 15, then a prompt of 7
-                full_tokens_explicit=(24, 24), chunked_prefill_size_explicit=(15, 15), input_len_explicit=(7, 18),
-                max_new_tokens_explicit=(2, 2), warm_len_explicit=(0, 0),
-            ),
-            truncation_align_size=8,
-        ),
+        _ALIGNED_PAGE1,
+        _ALIGNED_CHUNK_CACHE,
         Config(
             name="hybrid_swa",
             doc="hybrid SWA (SWARadixCache), page_size 1, chunked prefill, two requests",
@@ -451,28 +467,6 @@ CONFIGS: dict[str, Config] = {
             },
             explicit_bounds={"full_tokens": (10, 10), "input_len": (1, 5), "max_new_tokens": (1, 2),
                              "chunked_prefill_size": (2, 4), "req_pool_size": (3, 3), "max_prefill_tokens": (16, 16)},
-        ),
-        Config(
-            name="aligned_chunk_cache",
-            doc="aligned_page1 without a prefix tree: --enable-deterministic-inference with the flashinfer backend "
-                "sets the alignment and disables the radix cache (ChunkCache up to 0.5.21, a disabled "
-                "UnifiedRadixCache from 0.5.22); page 1, alignment 8, chunked prefill, two requests (finding 12)",
-            num_reqs=2,
-            page_size=1,
-            chunked_prefill=True,
-            chunk_cache=True,
-            truncation_align_size=8,
-            private_atoms=1,  # no node is ever made (the tree stays empty)
-            bounds={
-                "full_tokens": (4, 32),
-                "input_len": (1, 20),
-                "max_new_tokens": (1, 4),
-                "chunked_prefill_size": (8, 16),
-                "req_pool_size": (2, 2),
-                "max_prefill_tokens": (8, 32),
-            },
-            explicit_bounds={"full_tokens": (24, 24), "input_len": (7, 18), "max_new_tokens": (2, 2),
-                             "chunked_prefill_size": (15, 15), "req_pool_size": (2, 2), "max_prefill_tokens": (16, 16)},
         ),
     ]
 }
