@@ -224,12 +224,10 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
     for c in used:
         say(f"baseline: the model's explicit search on {c}")
         baselines[c] = runner.baseline(c, min(120.0, budget_s), cache, design)
-        if design != "current":  # an older release's own findings: they kill nothing there
-            for p, why in baselines[c].model_violates.items():
-                say(f"baseline: {p} on {c}: {why}; kills by it there do not count")
-        elif baselines[c].violated:
-            raise RuntimeError(f"the model itself violates {baselines[c].violated} on {c}: fix the model before "
-                               "measuring the checker with mutants")
+        # a release's own findings (docs/findings.md; `current` has one on aligned_page1 and
+        # aligned_chunk_cache, finding 12): they kill nothing there
+        for p, why in baselines[c].model_violates.items():
+            say(f"baseline: {p} on {c}: {why}; kills by it there do not count")
     todo = [o for o in outcomes if o.status == "pending"]
     # what the model itself breaks at the first steps of each config's full bounds, known before
     # the hunt (the check after it, below, covers deeper kills)

@@ -150,7 +150,7 @@ def baseline(config: str, time_limit_s: float, cache: Any = None, design: str = 
     its step's terms, for `relevant`; read from `cache` (a baseline_cache.BaselineCache) where an
     earlier run on the same sources wrote it. A property the preset itself violates there (an older
     release's finding, such as #22862 on `sessions` before 0.5.11) kills no mutant on `config`
-    (`model_violates`); `mutate` refuses such a baseline for `current`."""
+    (`model_violates`), for `current` as for any preset (finding 12 on aligned_page1)."""
     from model.designs import PRESETS
     from model.system import System
     from specs.configs import CONFIGS
@@ -175,7 +175,7 @@ def baseline(config: str, time_limit_s: float, cache: Any = None, design: str = 
     at = {p: r.depth for p, r in s.results.items() if r.verdict is Verdict.VIOLATED}
     b = Baseline(config, {p: r.witness_depth for p, r in s.results.items()}, list(at), s.depth_reached,
                  s.exhausted_at is not None, time.perf_counter() - t0)
-    if cache is not None and (not at or design != "current"):
+    if cache is not None:
         cache.put("baseline", config, args, dict(witness=b.witness, violated=b.violated, violated_at=at, depth=b.depth,
                                                  exhausted=b.exhausted, seconds=b.seconds))
     return finish(b, at)

@@ -214,6 +214,20 @@ def test_a_kill_the_model_shares_does_not_count(monkeypatch: pytest.MonkeyPatch,
     assert any("prompt_prefilled on hybrid_swa: the model violates it at depth 1" in s for s in said), said
 
 
+def test_a_finding_of_current_on_the_explicit_points_kills_nothing_and_stops_nothing() -> None:
+    """`current` itself breaks `no_prefill_oom` on aligned_page1's explicit points (finding 12). That
+    is SGLang's bug, not the model's: the run goes on (before session 42 it raised "fix the model"),
+    says so, and no kill names that property there. Dropping the allocation's `full_available -=`
+    breaks conservation at the first extend, so the mutant is still killed, by another property."""
+    from checker.mutation import mutate as mm
+
+    m = next(m for m in generate("allocator") if m.transition == "alloc" and m.op == "drop")
+    said: list[str] = []
+    (o,) = mm.mutate([m], ["aligned_page1"], budget_s=30, progress=said.append)
+    assert any("no_prefill_oom on aligned_page1" in line and "do not count" in line for line in said), said
+    assert o.status == "killed" and o.kill is not None and o.kill["property"] != "no_prefill_oom", (o, said)
+
+
 def test_the_hunt_aims_at_the_point_where_the_mutant_diverges() -> None:
     """`runner.aim` (the hunt's step 2): where a mutant first behaves differently from the model on
     the explicit points, so the engines' time goes there; and where it provably does not, no
