@@ -32,7 +32,8 @@ from typing import Any, Sequence
 from checker import interrupt
 from checker.cli.common import (Heartbeat, Lines, beat_every, UsageError, _Parser, add_design_options, add_progress_options,
                                 build_design, fmt_s, keep_hypothesis_in, lemma_selection, publish, refuse_corpus, refuse_unshipped,
-                                positive_int, timeout_ms, timeout_seconds, validate_selection, warn, writable_dir, writable_file)
+                                positive_int, say_interrupted, timeout_ms, timeout_seconds, validate_selection, warn,
+                                writable_dir, writable_file)
 from checker.verdict import EXIT_INTERNAL, EXIT_USAGE, exit_code
 
 DEFAULT_OUT = "kvmc-out"  # gitignored; the corpus counterexamples/ is `kvmc regen`'s
@@ -335,7 +336,7 @@ def _interrupted_check(args: argparse.Namespace, e: interrupt.Interrupted) -> in
             print(json.dumps(data, indent=1))
         else:
             print(_report_text(report, written, args.verbose, interrupted=f"{e.name} {e.where}".strip()))
-    print(summary, file=sys.stderr, flush=True)
+    say_interrupted(summary)
     return e.exit_code
 
 
@@ -677,7 +678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kvmc: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except interrupt.Interrupted as e:  # a subcommand with nothing of its own to report
-        print(f"kvmc: interrupted by {e.name}", file=sys.stderr, flush=True)
+        say_interrupted(f"kvmc: interrupted by {e.name}")
         return e.exit_code
     except BrokenPipeError:  # stdout closed early (`kvmc list | head`): nothing more to say
         import os
@@ -690,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kvmc: error: {e}", file=sys.stderr)
             return EXIT_USAGE
         if interrupt.requested():  # however the interrupt surfaced (z3's "canceled", a broken pipe to a child)
-            print(f"kvmc: interrupted by {interrupt.stopped(e).name}", file=sys.stderr, flush=True)
+            say_interrupted(f"kvmc: interrupted by {interrupt.stopped(e).name}")
             return interrupt.stopped(e).exit_code
         return internal_error(e)
 

@@ -307,6 +307,18 @@ def beat_every(lines: Lines) -> float:
     return 1.0 if lines.tty else 10.0
 
 
+# Held by a heartbeat while it prints and by the interrupt's last line: a beat that sees no
+# interrupt prints before that line, one that comes after it sees the interrupt and prints nothing
+# (the heartbeat's join can time out on a loaded machine, session 42: a beat came after the line)
+_LAST_LINE = threading.Lock()
+
+
+def say_interrupted(text: str) -> None:
+    """The last line on stderr of an interrupted command."""
+    with _LAST_LINE:
+        print(text, file=sys.stderr, flush=True)
+
+
 class Heartbeat:
     """A thread that calls `beat()` every `every_s` seconds until stopped (a long query or a long
     job between two progress lines still shows that the run is alive, and where)."""
@@ -321,12 +333,13 @@ class Heartbeat:
         from checker import interrupt
 
         while not self.stop_ev.wait(self.every_s):
-            if interrupt.requested():  # the command is stopping: its last line is the interrupt's
-                return
-            try:
-                self.beat()
-            except Exception:  # progress never breaks a run
-                pass
+            with _LAST_LINE:
+                if interrupt.requested() or self.stop_ev.is_set():  # stopping: the last line is the interrupt's
+                    return
+                try:
+                    self.beat()
+                except Exception:  # progress never breaks a run
+                    pass
 
     def __enter__(self) -> "Heartbeat":
         self.thread.start()

@@ -59,7 +59,7 @@ def _check_jobs(args: Any, designs: list[str], built_designs: list[Any], props: 
     tracker = JobsProgress(lines, len(jobs), n, "checks") if lines.enabled else None
     if tracker is not None and ex is not None:
         tracker.alive = ex.alive
-    from checker.cli.common import Heartbeat, beat_every
+    from checker.cli.common import Heartbeat, beat_every, say_interrupted
 
     try:
         with Heartbeat(lambda: tracker.report(live=lines.tty) if tracker else None, beat_every(lines)):
@@ -69,7 +69,7 @@ def _check_jobs(args: Any, designs: list[str], built_designs: list[Any], props: 
         done = e.done or []
         print(render(done, args.depth, args.engine, n,
                      f"kvmc check interrupted by {e.name}: {len(done)} of {len(jobs)} (design, config) checks finished"))
-        print(f"kvmc: interrupted by {e.name}: {len(done)} of {len(jobs)} checks finished", file=sys.stderr)
+        say_interrupted(f"kvmc: interrupted by {e.name}: {len(done)} of {len(jobs)} checks finished")
         return e.exit_code
     lines.end()
     verdicts = [Verdict(r["verdict"]) for res in results for r in res["results"].values()]

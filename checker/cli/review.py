@@ -676,7 +676,7 @@ def render_jobs(results: list[dict[str, Any]], header: str) -> str:
 def cmd_review(args: Any) -> int:
     """Entry point from checker/cli/app.py (`kvmc review`)."""
     from checker.cli.common import (Lines, UsageError, keep_hypothesis_in, lemma_selection, refuse_corpus, timeout_ms,
-                                    validate_selection, warn, writable_dir, writable_file)
+                                    say_interrupted, validate_selection, warn, writable_dir, writable_file)
 
     props, configs = validate_selection(args)
     lemma_selection(args)  # validates --without-lemma's names and engine
@@ -729,7 +729,7 @@ def cmd_review(args: Any) -> int:
         done = e.done or []
         print(render_jobs(done, f"kvmc review interrupted by {e.name}: {len(done)} of {2 * len(configs)} "
                                 f"(side, config) checks finished (no comparison is made from a part)"))
-        print(f"kvmc: interrupted by {e.name}: {len(done)} of {2 * len(configs)} checks finished", file=sys.stderr)
+        say_interrupted(f"kvmc: interrupted by {e.name}: {len(done)} of {2 * len(configs)} checks finished")
         return e.exit_code
     lines.end()
     if args.format == "json":

@@ -287,3 +287,31 @@ def test_a_main_thread_that_took_the_signal_may_take_longer_than_the_backstop_to
                           capture_output=True, text=True, env=env, timeout=START_TIMEOUT_S)
     assert done.stdout.strip() == "reported" and done.returncode == 0, (done.returncode, done.stdout, done.stderr)
     assert "did not stop" not in done.stderr, done.stderr
+
+
+def test_the_interrupts_last_line_waits_for_a_beat_already_printing(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A heartbeat that had passed its interrupt check when the signal came prints before the
+    interrupt's last line, never after it, however long it takes (the CLI's join of the heartbeat
+    thread gives up after 5 s: on a loaded CI machine a beat once came after the line); a beat due
+    after the line prints nothing."""
+    from checker import interrupt
+    from checker.cli import common
+
+    started = threading.Event()
+
+    def beat() -> None:
+        started.set()
+        time.sleep(0.3)
+        print("beat", file=sys.stderr)
+
+    hb = common.Heartbeat(beat, 0.01)
+    hb.thread.start()
+    assert started.wait(5)
+    monkeypatch.setattr(interrupt, "requested", lambda: True)
+    common.say_interrupted("kvmc: interrupted by SIGINT")
+    time.sleep(0.1)  # later beats are due now
+    hb.stop_ev.set()
+    hb.thread.join(5)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == "kvmc: interrupted by SIGINT" and lines.count("beat") == 1, lines
