@@ -416,3 +416,18 @@ def test_a_line_only_an_older_release_runs_is_unreached_on_current_and_checked_u
     assert o["status"] in ("killed", "survived"), o
     # the release's own findings on sessions (#22862: the busy check) are no mutant's kill
     assert o["status"] != "killed" or not o["kill"]["property"].startswith("busy_check_"), o
+
+
+def test_a_property_the_preset_breaks_kills_nothing_by_vacuity_either() -> None:
+    """v0.5.13 breaks `busy_check_sound` on hybrid_swa_chunk_cache (finding 10). A mutant whose explicit
+    search never exercised it was counted as "killed: busy_check_sound vacuous at depth 2" (session
+    42): a finding's property kills nothing there, vacuous or violated. The rule `hunt` applies, with
+    the witnesses v0.5.13's baseline records there."""
+    from checker.mutation import runner
+
+    countable = ["conservation", "busy_check_complete"]  # props_on: busy_check_sound is the preset's finding
+    assert not runner.vacuous_kill("busy_check_sound", countable, 2, None, 2, False)
+    assert runner.vacuous_kill("busy_check_complete", countable, 2, None, 2, False)
+    assert not runner.vacuous_kill("busy_check_complete", countable, 2, 2, 2, False)  # the mutant met it
+    assert not runner.vacuous_kill("conservation", countable, 3, None, 2, False)  # not searched that deep
+    assert runner.vacuous_kill("conservation", countable, 3, None, 2, True)  # ... but every state was seen
