@@ -426,13 +426,10 @@ def hunt(mid: str, configs: list[str], budget_s: float, baselines: dict[str, Bas
                 # machine that can be 0): deeper, the model's own search of the counterexample's
                 # point must hold, or the "kill" may be a finding of the preset's own (session 42:
                 # v0.5.13's no_decode_oom on hybrid_swa_mixed, finding 9, counted as 7 kills)
-                if r.verdict is Verdict.VIOLATED and p in props_on(c) and (
-                        (base is not None and (base.exhausted or r.depth <= base.depth))
-                        or (r.trace is not None and model_holds_at(c, r.trace.params, p, r.depth, base,
-                                                                   time_limit_s=max(1.0, left() * EXPLICIT_SHARE),
-                                                                   design=preset))):
-                    point = r.trace.params.as_dict() if r.trace is not None else None
-                    return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0, point), "killed")
+                if r.verdict is Verdict.VIOLATED and p in props_on(c) and r.trace is not None and model_holds_at(
+                        c, r.trace.params, p, r.depth, base, time_limit_s=max(1.0, left() * EXPLICIT_SHARE), design=preset):
+                    return done(Kill("explicit", c, p, "violated", r.depth, time.perf_counter() - t0,
+                                     r.trace.params.as_dict()), "killed")
             for p, r in s.results.items():
                 # vacuous only on the baseline's own points: a spread of them may lack the one
                 # where the model meets the witness
