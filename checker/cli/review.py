@@ -117,7 +117,6 @@ def run_job(job: Job) -> dict[str, Any]:
 
     design = job.side.design()
     cfg = CONFIGS[job.config]
-    check = engine_check_config(job.engine)
     # LEMMAS, not a helper: a `--base-rev` side imports an older specs/lemmas.py that has only LEMMAS
     extra = {"lemmas": [n for n in LEMMAS if n not in job.without_lemmas]} if job.without_lemmas else {}
     if job.examples is not None:
@@ -130,10 +129,7 @@ def run_job(job: Job) -> dict[str, Any]:
     from specs.liveness import LIVENESS as side_liveness
 
     props = [p for p in job.props if p in side_props or p in side_liveness]
-    if any(p in side_liveness for p in props):  # lassos and bounded progress, as `kvmc check` runs them
-        from checker.engines.liveness import with_liveness
-
-        check = with_liveness(check, job.engine)
+    check = engine_check_config(job.engine, props)
     rep = check(design, cfg, props, job.depth, job.prove, job.timeout_ms, None, job.minimize, True, **extra)
     out: dict[str, Any] = {"side": job.side.label, "design": design.name, "config": job.config,
                            "seconds": round(rep.seconds, 2), "results": {}}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from model.config import Config
 from model.designs import FIXES, Design
@@ -345,7 +345,9 @@ class EngineUnavailable(LookupError):
     """The engine's module does not exist or defines no `check_config`."""
 
 
-def engine_check_config(engine: str) -> Callable[..., ConfigReport]:
+def engine_check_config(engine: str, props: Sequence[str] = ()) -> Callable[..., ConfigReport]:
+    """The engine's per-config check; where `props` names a liveness property, extended with the
+    lasso and bounded-progress checks (checker/engines/liveness.py) for those."""
     import importlib
 
     if engine not in ENGINES:
@@ -357,6 +359,10 @@ def engine_check_config(engine: str) -> Callable[..., ConfigReport]:
     fn = getattr(mod, "check_config", None)
     if fn is None:
         raise EngineUnavailable(f"engine {engine!r}: {ENGINES[engine]} defines no check_config")
+    if any(p in LIVENESS for p in props):
+        from checker.engines.liveness import with_liveness
+
+        return with_liveness(fn, engine)
     return fn  # type: ignore[no-any-return]
 
 
@@ -367,11 +373,7 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
     t0 = time.perf_counter()
     out: list[ConfigReport] = []
     stopped = False
-    run_one = engine_check_config(engine)
-    if any(p in LIVENESS for p in props):  # lassos and bounded progress: checker/engines/liveness.py
-        from checker.engines.liveness import with_liveness
-
-        run_one = with_liveness(run_one, engine)
+    run_one = engine_check_config(engine, props)
     # the configs whose mechanism the design's release does not ship: reported first, whatever stops the rest
     skipped = [ConfigReport(n, {}, 0.0, {}, not_applicable=why) for n in configs if (why := CONFIGS[n].not_modelled_by(design))]
     out += skipped
