@@ -410,8 +410,13 @@ def _proof_words(proof: dict[str, Any]) -> str:
     elif proof.get("closed"):
         extra = f"; {k}-induction closed"
     elif proof.get("proved"):
-        extra = (f"; {k}-induction proved {', '.join(proof['proved'])}, not "
-                 f"{', '.join(proof.get('failed') or [])}")
+        # `proved` maps each property to the k its step case closed at; `k` is the last k tried,
+        # which only the failed ones reached
+        proved = proof["proved"]
+        kp = max(proved.values()) if isinstance(proved, dict) else k
+        failed = proof.get("failed") or []
+        extra = (f"; {kp}-induction proved {', '.join(proved)}, not {', '.join(failed)}"
+                 + (f" (tried up to k={k})" if failed and k > kp else ""))
     else:
         extra = f"; {k}-induction did not close" + (
             f" ({', '.join(proof.get('failed') or [])})" if proof.get("failed") else "")

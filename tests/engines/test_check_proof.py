@@ -164,3 +164,16 @@ def test_the_report_says_why_no_proof_was_attempted() -> None:
     assert _proof_words(rep.proof).startswith("; no proof attempted: every property was first exercised at depth 2")
     off = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation"], 2, prove=False)
     assert off.proof == {"attempted": False, "why": "proofs are off (--no-prove)"}
+
+
+def test_the_report_names_the_k_the_proved_properties_closed_at() -> None:
+    # the shape induction.py's report gives when a property fails the step case at k=1 and k=2 and
+    # the others closed at k=1 (aligned_page1 on a 16-core host): the line said "2-induction proved"
+    from checker.cli.app import _proof_words
+
+    proof = {"engine": "induction", "k": 2, "closed": False, "proved": {"conservation": 1, "well_formed": 1},
+             "failed": ["no_prefill_oom"], "attempts": [{"k": 1}, {"k": 2}]}
+    words = _proof_words(proof)
+    assert words.startswith("; 1-induction proved conservation, well_formed, not no_prefill_oom (tried up to k=2)"), words
+    proof["proved"]["conservation"] = 2
+    assert _proof_words(proof) == "; 2-induction proved conservation, well_formed, not no_prefill_oom", _proof_words(proof)
