@@ -123,6 +123,21 @@ _ALIGNED_CHUNK_CACHE = replace(
 )
 
 
+# finding 12 where --chunked-prefill-size is a multiple of the alignment, as deployments run it (8192
+# and 4096): a short request ahead in the pass leaves a chunk budget that is not
+_ALIGNED_THREE = replace(
+    _ALIGNED_CHUNK_CACHE, name="aligned_three", chunk_cache=False,
+    doc="aligned_page1 with three requests and --chunked-prefill-size 16, twice the alignment: a short "
+        "request ahead in the pass leaves a chunk budget that is not a multiple of 8, the long prompt is cut, "
+        "and the rest admits a third request (finding 12 at a chunk size that is a multiple of the alignment)",
+    num_reqs=3, shares_warm_prefix=(False, False, False), private_atoms=_ALIGNED_PAGE1.private_atoms,
+    bounds={**_ALIGNED_CHUNK_CACHE.bounds, "chunked_prefill_size": (16, 16), "max_new_tokens": (1, 2),
+            "req_pool_size": (3, 3)},
+    explicit_bounds={**_ALIGNED_CHUNK_CACHE.explicit_bounds, "full_tokens": (23, 23), "chunked_prefill_size": (16, 16),
+                     "input_len": (1, 3), "max_new_tokens": (1, 2), "req_pool_size": (3, 3)},
+)
+
+
 CONFIGS: dict[str, Config] = {
     c.name: c
     for c in [
@@ -151,6 +166,7 @@ CONFIGS: dict[str, Config] = {
         _PAGED_ALIGNED,
         _ALIGNED_PAGE1,
         _ALIGNED_CHUNK_CACHE,
+        _ALIGNED_THREE,
         Config(
             name="hybrid_swa",
             doc="hybrid SWA (SWARadixCache), page_size 1, chunked prefill, two requests",

@@ -69,6 +69,10 @@ FINDINGS: list[tuple[str, ...]] = [
     ("current", "aligned_page1", "no_prefill_oom", "--engine", "explicit"),
     # the same without a prefix tree: --enable-deterministic-inference with flashinfer disables the radix cache
     ("current", "aligned_chunk_cache", "no_prefill_oom", "--engine", "explicit"),
+    # ... and at a chunk size that is a multiple of the alignment: a short request ahead in the pass
+    ("current", "aligned_three", "no_prefill_oom"),
+    # before #25741 (0.5.13) max_prefill_tokens also gated a chunked pass: a larger budget, the same trace
+    ("v0.5.12.post1", "aligned_three", "no_prefill_oom"),
 ]
 
 

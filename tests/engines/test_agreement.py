@@ -32,6 +32,9 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
                            chunked_prefill_size=(15, 15), max_prefill_tokens=(16, 16)), 2),
     "aligned_chunk_cache": (dict(full_tokens=(24, 24), input_len=(7, 7), max_new_tokens=(2, 2),
                                  chunked_prefill_size=(15, 15), max_prefill_tokens=(16, 16)), 2),
+    # three prompts of 5 under a chunk of 16: the third is cut to 0 (under the alignment), OTHER
+    "aligned_three": (dict(full_tokens=(23, 23), input_len=(5, 5), max_new_tokens=(1, 1),
+                           max_prefill_tokens=(16, 16)), 2),
     "hybrid_swa": (dict(full_tokens=(12, 12), swa_tokens=(8, 8), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
                         input_len=(3, 5), max_new_tokens=(2, 2)), 2),
     # host-only warm prefix: the load-back path (a device-warm prefix is hybrid_swa's tree, and took

@@ -8,7 +8,10 @@ alignment 8) at depth 3, the second request admitted in the pass that cut the fi
 instance without the alignment holds (the cut chunk takes the whole chunk budget and the pass ends),
 so the alignment is the cause; and the explicit engine's trace has the chunked request's
 max_new_tokens unclipped, so it is not the enqueue clip's corner. (The random engine draws the one
-failing point of the 144 about once in 600 runs: too slow for a test.)"""
+failing point of the 144 about once in 600 runs: too slow for a test.) And on `aligned_three`, the
+chunk size twice the alignment as deployments set it (8192 and 4096): the BMC finds it there too, a
+short request ahead in the pass making the chunk budget unaligned; with that request's prompt a
+multiple of the alignment the same point holds."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from checker.engines.agreement import pinned
 from checker.engines.run import run_check
 from checker.verdict import Verdict
 from model import enqueue
+from model.config import concrete_params
 from model.designs import PRESETS
 from model.ops import Concrete
 from model.state import CHUNKED, OOM_PREFILL, RUNNING
@@ -62,3 +66,32 @@ def test_without_the_alignment_the_same_instance_holds() -> None:
 
         res = Explorer(System(cfg, PRESETS["current"]), ["no_prefill_oom"]).run(4).results["no_prefill_oom"]
         assert res.verdict is want, (cfg.truncation_align_size, res.words())
+
+
+def test_finding_12_at_a_chunk_size_that_is_a_multiple_of_the_alignment() -> None:
+    cfg = CONFIGS["aligned_three"]
+    assert cfg.bound("chunked_prefill_size") == (16, 16) and 16 % cfg.truncation_align_size == 0
+    res = run_check(PRESETS["current"], ["aligned_three"], ["no_prefill_oom"], 3, prove=False).configs[0] \
+        .results["no_prefill_oom"]
+    assert res.verdict is Verdict.VIOLATED and res.depth == 3 and res.trace is not None, res.words()
+    p, first = res.trace.params, res.trace.states[1]
+    # one request chunked at a multiple of the alignment, admitted behind a prompt that is not one,
+    # and another running beside it in the same pass
+    (r,) = [i for i in range(3) if first.status[i] == CHUNKED]
+    assert first.kv_committed_len[r] % cfg.truncation_align_size == 0, first.kv_committed_len
+    assert any(p.input_len[q] % cfg.truncation_align_size for q in range(r)), p.input_len
+    assert any(first.status[q] == RUNNING for q in range(r + 1, 3)), first.status
+
+
+def test_a_short_request_ahead_is_what_unaligns_the_budget() -> None:
+    from checker.engines.explicit import Explorer
+
+    cfg = CONFIGS["aligned_three"]
+    system = System(cfg, PRESETS["current"])
+    point = replace(concrete_params(cfg), full_tokens=23, chunked_prefill_size=16, max_prefill_tokens=10,
+                    req_pool_size=3, input_len=(1, 17, 7), max_new_tokens=(1, 1, 2))
+    found = Explorer(system, ["no_prefill_oom"], points=[point]).run(4).results["no_prefill_oom"]
+    assert found.verdict is Verdict.VIOLATED and found.depth == 3, found.words()
+    aligned_ahead = replace(point, input_len=(8, 17, 7))
+    held = Explorer(system, ["no_prefill_oom"], points=[aligned_ahead]).run(4).results["no_prefill_oom"]
+    assert held.verdict is Verdict.HOLDS_TO_DEPTH, held.words()

@@ -162,16 +162,27 @@ def test_hybrid_swa_mixed_decode_runs_out_of_swa_on_sglang_0_5_13(runs: dict[str
 
 
 def test_aligned_chunk_runs_out_of_memory_on_0_5_10_post1_and_0_5_13(runs: dict[str, Any]) -> None:
-    """Finding 12 (docs/findings.md, open) on both CI releases of this module, from `current`'s trace:
-    SGLang started with --truncation-align-size (with a radix cache and with --disable-radix-cache)
-    admits the second request into the chunk budget the
-    aligned cut left, every state matches, and the chunked request's last chunk raises."""
+    """Finding 12 (docs/findings.md, open) on both CI releases of this module: SGLang started with
+    --truncation-align-size (with a radix cache and with --disable-radix-cache) admits a request into
+    the chunk budget the aligned cut left, every state matches, and the chunked request's last chunk
+    raises. With three requests (`aligned_three`, the chunk twice the alignment) `current`'s trace has
+    a max_prefill_tokens of 10, which before #25741 (0.5.13) also gated the chunked pass: 0.5.10.post1
+    admits only the first request and departs at step 1, and v0.5.12.post1's own trace (19) reproduces."""
+    def outcome(key: str, f: str) -> dict[str, Any]:
+        (o,) = [o for o in runs[key]["outcomes"] if o["file"].endswith(f"counterexamples/{f}")]
+        return o
+
+    def raised(o: dict[str, Any]) -> None:
+        assert o["status"] == sr.REPRODUCED, sr.line(o)
+        assert "SGLang raised: Out of memory" in o["table"][-1] and len(o["table"]) == 3, o["table"]
+
     for key in ("old", "new"):
-        found = [o for o in runs[key]["outcomes"] if "counterexamples/current/aligned_" in o["file"]]
-        assert len(found) == 2, found  # with the radix cache, and without one (ChunkCache)
-        for o in found:
-            assert o["status"] == sr.REPRODUCED, sr.line(o)
-            assert "SGLang raised: Out of memory" in o["table"][-1] and len(o["table"]) == 3, o["table"]
+        for f in ("current/aligned_page1/no_prefill_oom.itf.json", "current/aligned_chunk_cache/no_prefill_oom.itf.json",
+                  "v0.5.12.post1/aligned_three/no_prefill_oom.itf.json"):
+            raised(outcome(key, f))
+    raised(outcome("new", "current/aligned_three/no_prefill_oom.itf.json"))
+    o = outcome("old", "current/aligned_three/no_prefill_oom.itf.json")
+    assert (o["status"], o["step"], o["field"]) == (sr.DIVERGED, 1, "full_available"), sr.line(o)
 
 
 def test_first_divergence_is_named_side_by_side(runs: dict[str, Any]) -> None:
