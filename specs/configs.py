@@ -110,6 +110,22 @@ _ALIGNED_PAGE1 = replace(
     truncation_align_size=8,
 )
 
+
+# finding 12 at a page size above 1: the leftover of an aligned cut must be more than the page the
+# admission gate reserves, so an alignment of several pages (deployments: pages of 16-64, 4096)
+_ALIGNED_PAGE4 = replace(
+    _at_page(
+        _ALIGNED_PAGE1, 4, "aligned_page4",
+        "--truncation-align-size 16 at page 4: a chunk cut down to the alignment leaves up to 15 tokens "
+        "of chunk budget, more than the page the admission gate reserves (finding 12 at a page size above 1)",
+        full_tokens=(4, 64), input_len=(1, 32), chunked_prefill_size=(16, 32), max_prefill_tokens=(16, 64),
+        # a prompt of 27 cut to 16 by a chunk of 26, then a prompt of 5 (max_prefill_tokens above both)
+        full_tokens_explicit=(32, 32), chunked_prefill_size_explicit=(26, 26), input_len_explicit=(5, 27),
+        max_new_tokens_explicit=(1, 2), warm_len_explicit=(0, 0), max_prefill_tokens_explicit=(32, 32),
+    ),
+    truncation_align_size=16,
+)
+
 # --enable-deterministic-inference with the flashinfer backend also disables the radix cache
 _ALIGNED_CHUNK_CACHE = replace(
     _ALIGNED_PAGE1, name="aligned_chunk_cache",
@@ -165,6 +181,7 @@ CONFIGS: dict[str, Config] = {
         _PAGED,
         _PAGED_ALIGNED,
         _ALIGNED_PAGE1,
+        _ALIGNED_PAGE4,
         _ALIGNED_CHUNK_CACHE,
         _ALIGNED_THREE,
         Config(

@@ -71,6 +71,8 @@ FINDINGS: list[tuple[str, ...]] = [
     ("current", "aligned_chunk_cache", "no_prefill_oom", "--engine", "explicit"),
     # ... and at a chunk size that is a multiple of the alignment: a short request ahead in the pass
     ("current", "aligned_three", "no_prefill_oom"),
+    # ... and at page 4, an alignment of four pages: the leftover is more than the page the gate reserves
+    ("current", "aligned_page4", "no_prefill_oom", "--engine", "explicit"),
     # before #25741 (0.5.13) max_prefill_tokens also gated a chunked pass: a larger budget, the same trace
     ("v0.5.12.post1", "aligned_three", "no_prefill_oom"),
 ]

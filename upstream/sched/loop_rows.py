@@ -1,5 +1,5 @@
 """Rows `event_loop`, `event_loop/small3`, `event_loop/pressure`, `event_loop/sessions`, `event_loop/paged`,
-`event_loop/paged_aligned`, `event_loop/aligned_page1`, `event_loop/aligned_chunk_cache`, `event_loop/aligned_three`, `event_loop/swa`, `event_loop/swa_page4`, `event_loop/mixed`, `event_loop/swa_mixed`, `event_loop/swa_chunk_cache`,
+`event_loop/paged_aligned`, `event_loop/aligned_page1`, `event_loop/aligned_chunk_cache`, `event_loop/aligned_three`, `event_loop/aligned_page4`, `event_loop/swa`, `event_loop/swa_page4`, `event_loop/mixed`, `event_loop/swa_mixed`, `event_loop/swa_chunk_cache`,
 `event_loop/over_long_prompt`, `event_loop/chunk_cache_paged`: the scheduler loop itself, release by release (worker side).
 
 A scenario is a random walk of kvmc's model under the release's preset on one of the project's
@@ -46,6 +46,8 @@ LOOP_ROWS = {
     "event_loop/aligned_chunk_cache": "aligned_chunk_cache",
     # three requests, the chunk size twice the alignment: a short request ahead leaves the budget unaligned
     "event_loop/aligned_three": "aligned_three",
+    # page 4, an alignment of four pages
+    "event_loop/aligned_page4": "aligned_page4",
     "event_loop/swa": "hybrid_swa",
     "event_loop/swa_page4": "hybrid_swa_page4",
     "event_loop/mixed": "mixed",  # --enable-mixed-chunk: the running batch decodes inside the prefill batch
