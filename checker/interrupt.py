@@ -24,7 +24,9 @@ How a signal travels (`handling()` sets this up for the whole command):
   forked by another thread a watcher of the parent's pid, also ends them when the parent is killed
   outright).
 * A second signal, or a main thread still busy 3 s after the first (a z3 call that never looks at
-  its cancel flag), ends the children and the process at once, with one line on stderr. A main
+  its cancel flag), ends the children and the process at once, with one line on stderr; that line
+  carries what the engines recorded with `established` (the BMC: each depth it finished), since the
+  main thread cannot print its partial report. A main
   thread that has taken the signal gets 20 s to stop (its children, the partial report). Signals
   within half a second of the first are the same stop: `timeout -s INT` sends its signal to the
   command and again to the command's process group, and that is not a person pressing Ctrl-C twice.
@@ -79,6 +81,17 @@ _active = False  # handlers installed (copied into forked children: see _after_f
 _taken = threading.Event()  # the main thread has taken the signal (stop interrupting z3)
 _finished = threading.Event()  # the command has finished (the watcher's backstop stands down)
 _forked_from_main = False
+
+
+# what the engines of this process have established so far, by config (`established`): the one
+# account left when z3 will not let go of the main thread and the watcher has to end the process
+_ESTABLISHED: dict[str, str] = {}
+
+
+def established(config: str, what: str) -> None:
+    """Record what is established on `config` (e.g. "the BMC finished depth 2, nothing violated");
+    a later record of the same config replaces it."""
+    _ESTABLISHED[config] = what
 
 
 def requested() -> bool:
@@ -215,6 +228,8 @@ def _hard_exit(signum: int, why: str) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):
+        known = "; ".join(f"{c}: {w}" for c, w in list(_ESTABLISHED.items()))
+        why += f"; established before it (not proved): {known}" if known else ""
         sys.stderr.write(f"kvmc: interrupted by {SIGNAL_NAMES.get(signum, signum)}; {why}\n")
         sys.stderr.flush()
     os._exit(128 + signum)
@@ -377,6 +392,7 @@ def handling() -> Iterator[None]:
     _signalled = None
     _raised = _deferred = False
     _self_trips = 0
+    _ESTABLISHED.clear()
     _taken.clear()
     _finished.clear()
     for s in SIGNAL_NAMES:

@@ -173,6 +173,7 @@ class BMC:
                 if not interrupt.requested():
                     raise
                 raise run.interrupted(e, t, t - 1, f"at depth {t}") from None
+            interrupt.established(self.system.cfg.name, run.account(t))
             try:
                 if progress:  # "_solver_s": time inside z3 so far (the rest is encoding and minimising)
                     progress(t, time.perf_counter() - run.t0, {**run.status, "_solver_s": f"{run.solver_time:.1f}"})
@@ -326,6 +327,12 @@ class _Run:
         if r == z3.unknown and self.abandon is not None and self.abandon():
             raise _Abandoned
         return r
+
+    def account(self, t: int) -> str:
+        """Depth t finished, in words: what a hard stop inside a later z3 query still reports."""
+        shut = [f"{n} {v}" for n, v in self.status.items() if v != "open"]
+        return (f"the BMC finished depth {t}: the other properties hold to depth {t}; " + ", ".join(shut)) if shut \
+            else f"the BMC finished depth {t}: every property holds to depth {t}"
 
     def interrupted(self, e: BaseException, t: int, reached: int, where: str) -> interrupt.Interrupted:
         """The `Interrupted` for a signal that stopped this run at depth t (`e`: however it surfaced)

@@ -315,3 +315,42 @@ def test_the_interrupts_last_line_waits_for_a_beat_already_printing(monkeypatch:
     hb.thread.join(5)
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1] == "kvmc: interrupted by SIGINT" and lines.count("beat") == 1, lines
+
+
+def test_a_main_thread_stuck_in_c_still_says_what_was_established() -> None:
+    """A call that never gives the main thread back (a z3 query that ignores its cancel flag; here
+    pbkdf2, which runs in C without the GIL) is ended by the watcher 3 s after the signal. What the
+    engines recorded before it (`interrupt.established`, per config) is the last line's account,
+    not lost with the report the main thread could not print (seen on aligned_page4, session 43)."""
+    code = (
+        "import hashlib, os, signal, threading\n"
+        "from checker import interrupt\n"
+        "with interrupt.handling():\n"
+        "    interrupt.established('small', 'the BMC finished depth 2: every property holds to depth 2')\n"
+        "    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "    hashlib.pbkdf2_hmac('sha256', b'x', b'y', 2**31 - 1)\n"
+    )
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 130, (p.returncode, p.stderr)
+    (last,) = p.stderr.strip().splitlines()[-1:]
+    assert last.startswith("kvmc: interrupted by SIGINT; the command did not stop within 3 s"), last
+    assert "established before it (not proved): small: the BMC finished depth 2" in last, last
+    assert time.monotonic() - t0 < 60
+
+
+def test_the_bmc_records_each_depth_it_finishes() -> None:
+    from checker import interrupt
+    from checker.engines.bmc import BMC
+    from model.designs import PRESETS
+    from model.system import System
+    from specs.configs import CONFIGS
+
+    BMC(System(CONFIGS["small"], PRESETS["current"]), ["conservation"]).run(1)
+    assert interrupt._ESTABLISHED["small"] == "the BMC finished depth 1: every property holds to depth 1"
+    planted = PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"}))
+    res = BMC(System(CONFIGS["small"], planted), ["conservation", "no_decode_oom"]).run(4, stop_on_violation=True)
+    d = res["conservation"].depth
+    assert res["conservation"].verdict.name == "VIOLATED", res["conservation"].words()
+    assert interrupt._ESTABLISHED["small"] == (f"the BMC finished depth {d}: the other properties hold to depth {d}; "
+                                               f"conservation violated@{d}"), interrupt._ESTABLISHED
