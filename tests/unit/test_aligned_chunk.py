@@ -100,16 +100,21 @@ def test_a_short_request_ahead_is_what_unaligns_the_budget() -> None:
 def test_at_page_4_the_alignment_must_exceed_the_page() -> None:
     """`aligned_page4` (alignment 16 at page 4): the leftover of an aligned cut (up to 15 tokens) is more
     than the page the admission gate reserves, and finding 12 is back; with an alignment of one page
-    (4) the same grid holds, as `paged_aligned` does at page 2."""
+    (4) the same points hold, as `paged_aligned` does at page 2. The points: the explicit grid's
+    corner around the finding (prompts 23-27 and 3-7), not the whole grid (2,116 points, 40 s)."""
+    import itertools
+
     from checker.engines.explicit import Explorer
 
     cfg = CONFIGS["aligned_page4"]
-    res = run_check(PRESETS["current"], ["aligned_page4"], ["no_prefill_oom"], 4, prove=False, engine="explicit") \
-        .configs[0].results["no_prefill_oom"]
+    c0 = replace(concrete_params(cfg), full_tokens=32, chunked_prefill_size=26, max_prefill_tokens=32, req_pool_size=2)
+    points = [replace(c0, input_len=(a, b), max_new_tokens=m)
+              for a, b, m in itertools.product(range(23, 28), range(3, 8), itertools.product((1, 2), (1, 2)))]
+    res = Explorer(System(cfg, PRESETS["current"]), ["no_prefill_oom"], points=points).run(4).results["no_prefill_oom"]
     assert res.verdict is Verdict.VIOLATED and res.depth == 3 and res.trace is not None, res.words()
     first = res.trace.states[1]
     assert first.status[0] == CHUNKED and first.status[1] == RUNNING, first.status
     assert first.kv_committed_len[0] % cfg.truncation_align_size == 0 and first.kv_committed_len[0] > cfg.page_size
     one_page = replace(cfg, truncation_align_size=cfg.page_size)
-    held = Explorer(System(one_page, PRESETS["current"]), ["no_prefill_oom"]).run(4).results["no_prefill_oom"]
+    held = Explorer(System(one_page, PRESETS["current"]), ["no_prefill_oom"], points=points).run(4).results["no_prefill_oom"]
     assert held.verdict is Verdict.HOLDS_TO_DEPTH, held.words()
