@@ -119,7 +119,7 @@ _ALIGNED_PAGE4 = replace(
         "--truncation-align-size 16 at page 4: a chunk cut down to the alignment leaves up to 15 tokens "
         "of chunk budget, more than the page the admission gate reserves (finding 12 at a page size above 1)",
         full_tokens=(4, 64), input_len=(1, 32), chunked_prefill_size=(16, 32), max_prefill_tokens=(16, 64),
-        # a prompt of 27 cut to 16 by a chunk of 26, then a prompt of 5 (max_prefill_tokens above both)
+        # a prompt of 25-27 cut to 16 by a chunk of 26, then a prompt of 5 (max_prefill_tokens above both)
         full_tokens_explicit=(32, 32), chunked_prefill_size_explicit=(26, 26), input_len_explicit=(5, 27),
         max_new_tokens_explicit=(1, 2), warm_len_explicit=(0, 0), max_prefill_tokens_explicit=(32, 32),
     ),
@@ -142,14 +142,15 @@ _ALIGNED_CHUNK_CACHE = replace(
 # finding 12 where --chunked-prefill-size is a multiple of the alignment, as deployments run it (8192
 # and 4096): a short request ahead in the pass leaves a chunk budget that is not
 _ALIGNED_THREE = replace(
-    _ALIGNED_CHUNK_CACHE, name="aligned_three", chunk_cache=False,
+    _ALIGNED_PAGE1, name="aligned_three", warm_atoms=0,
     doc="aligned_page1 with three requests and --chunked-prefill-size 16, twice the alignment: a short "
         "request ahead in the pass leaves a chunk budget that is not a multiple of 8, the long prompt is cut, "
         "and the rest admits a third request (finding 12 at a chunk size that is a multiple of the alignment)",
-    num_reqs=3, shares_warm_prefix=(False, False, False), private_atoms=_ALIGNED_PAGE1.private_atoms,
-    bounds={**_ALIGNED_CHUNK_CACHE.bounds, "chunked_prefill_size": (16, 16), "max_new_tokens": (1, 2),
-            "req_pool_size": (3, 3)},
-    explicit_bounds={**_ALIGNED_CHUNK_CACHE.explicit_bounds, "full_tokens": (23, 23), "chunked_prefill_size": (16, 16),
+    num_reqs=3, shares_warm_prefix=(False, False, False),
+    bounds={**{k: v for k, v in _ALIGNED_PAGE1.bounds.items() if k != "warm_len"}, "chunked_prefill_size": (16, 16),
+            "max_new_tokens": (1, 2), "req_pool_size": (3, 3)},
+    explicit_bounds={**{k: v for k, v in _ALIGNED_PAGE1.explicit_bounds.items() if k != "warm_len"},
+                     "full_tokens": (23, 23), "chunked_prefill_size": (16, 16),
                      "input_len": (1, 3), "max_new_tokens": (1, 2), "req_pool_size": (3, 3)},
 )
 
