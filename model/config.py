@@ -117,8 +117,9 @@ class Config:
             problems.append(f"warm_spare_atoms={self.warm_spare_atoms} must be >= 0, and 0 without a warm prefix (warm_atoms=0)")
         if self.streaming_sessions and self.chunked_prefill:
             problems.append("streaming sessions with chunked prefill are not modelled (the stash of a streaming turn skips the tree)")
-        if self.spec is not None and self.hybrid_swa:
-            problems.append("EAGLE with hybrid SWA is not modelled")
+        if self.spec is not None and self.hybrid_swa and (self.spec.version != 2 or self.hicache or self.swa_ring):
+            problems.append(f"speculative decoding with hybrid SWA is modelled for spec v2 only, without HiCache or the "
+                            f"SWA ring, got spec version {self.spec.version}, hicache={self.hicache}, swa_ring={self.swa_ring}")
         if self.swa_ring:
             W = self.bounds.get("sliding_window_size", DEFAULT_BOUNDS["sliding_window_size"])
             if not self.hybrid_swa or self.hicache or self.page_size < 2 or W[0] != W[1] or W[0] < 1:

@@ -47,6 +47,21 @@ def _evict_swa(x: Ctx, s: State, r: int, pre_len: Any) -> State:
     return s.req(r, swa_evicted_seqlen=target)
 
 
+@transition("managers/schedule_batch.py::ScheduleBatch.maybe_evict_swa (decode)", modifies=("swa_evicted_seqlen", "swa_available"))
+def maybe_evict_swa(x: Ctx, s: State, batch: tuple) -> State:
+    """`ScheduleBatch.maybe_evict_swa` in a decode step (`prepare_for_decode`, and spec v2's
+    `eagle_prepare_for_decode`, 0.5.23:speculative/eagle_utils.py:858): each running request may
+    release the SWA slots that slid out of its window, pre_len = `req.seqlen - 1` (input + output
+    ids), which is C on the non-overlap loop, also under spec v2, where the verify adds the accepted
+    tokens to both. Never A: spec v2's over-allocated tail [C, A) is not yet attended. The window is
+    `swa_retain_window` = max(W, draft_swa_window) in 0.5.23, W for the EAGLE v2 worker (its
+    draft_swa_window is 0). Whether it fires is a choice (the module docstring)."""
+    for r in range(x.cfg.num_reqs):
+        fire = x.choose_bool_when(f"evict_swa[{r}]", batch[r])
+        s = x.branch(fire, lambda r=r: _evict_swa(x, s, r, s.kv_committed_len[r]), lambda: s)
+    return s
+
+
 @transition("mem_cache/common.py::release_kv_cache (the over-allocation freed)", modifies=())
 def _release_tokens(x: Ctx, s: State, r: int) -> tuple[Any, Any]:
     """Over-allocation [ceil(C), ceil(A)) freed by release_kv_cache after the cache took its part."""
@@ -295,9 +310,7 @@ def alloc_for_decode(x: Ctx, s: State, batch: tuple) -> State:
     R = x.cfg.num_reqs
     ps = x.ps
     if x.cfg.hybrid_swa:
-        for r in range(R):
-            fire = x.choose_bool_when(f"evict_swa[{r}]", batch[r])
-            s = x.branch(fire, lambda r=r: _evict_swa(x, s, r, s.kv_committed_len[r]), lambda: s)
+        s = maybe_evict_swa(x, s, batch)
     bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
     need = decode_tokens_needed(x, s, batch)
     s = allocator.evict_from_tree_cache(x, s, bs * ps, "evict")

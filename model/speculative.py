@@ -145,7 +145,7 @@ def spec_v2_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
 @transition(
     "speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.18) + the spec v2 verify commit",
     modifies=(
-        "full_available", "swa_available", "node_len", "node_device",
+        "full_available", "swa_available", "swa_evicted_seqlen", "node_len", "node_device",
         "node_swa_tombstone", "kv_allocated_len", "kv_committed_len", "output_len", "oom",
     ),
 )
@@ -153,6 +153,10 @@ def spec_v2_decode_step(x: Ctx, s: State, batch: tuple) -> State:
     """Over-allocate each row to A' (`alloc_for_spec_decode`: evict, then a paged extend; a None is
     the RuntimeError), then verify: accept a tokens, C += a. Nothing is freed."""
     R, D = x.cfg.num_reqs, x.cfg.spec.num_draft_tokens  # type: ignore[union-attr]
+    if x.cfg.hybrid_swa:
+        from . import schedule_batch  # it imports this module
+
+        s = schedule_batch.maybe_evict_swa(x, s, batch)
     nxt = [spec_v2_alloc_len(x, s, r) for r in range(R)]
     need = spec_v2_tokens_needed(x, s, batch)
     # `if num_needed_tokens > 0`: alloc_token_slots (page 1) evicts exactly Σ(A' - A);

@@ -15,6 +15,8 @@ POOL_MUTANTS: dict[str, str] = {
     "(Scheduler._evict_swa): the out-of-window SWA slots stay mapped, owned by nobody",
     "spec_v2_records_short_alloc": "spec v2 records kv_allocated_len = A' - 1 after extending a row to A' "
     "(Scheduler.spec_v2_decode_step): the slot at A' - 1 is overwritten by the next extend, owned by nobody",
+    "spec_v2_window_from_allocated_len": "spec v2's window release measures the window from the allocated "
+    "length A instead of C (Scheduler.maybe_evict_swa): SWA slots of the window the next verify reads are freed",
     "finish_frees_overalloc_from_floor": "release_kv_cache frees the over-allocation from floor(C) "
     "(Scheduler.release_kv_cache): the unaligned tail page goes back to the free list twice",
 }

@@ -1051,12 +1051,18 @@ class Scheduler:
                     req.unfiltered = True  # still in the running batch (model/system.py::_finish_decoded)
         self.last_batch = DECODE_BATCH
 
+    def maybe_evict_swa(self, batch: list[Req], ch: Chooser) -> None:
+        """Each running request may release what slid out of its window, pre_len = C (seqlen - 1);
+        `spec_v2_window_from_allocated_len` measures it from A (the model's mutant)."""
+        for req in batch:
+            if ch.bool(f"evict_swa[{req.rid}]"):
+                from_a = self.mutant("spec_v2_window_from_allocated_len")
+                self._evict_swa(req, req.kv_allocated_len if from_a else req.kv_committed_len)
+
     def alloc_for_decode(self, batch: list[Req], ch: Chooser) -> bool:
         ps = self.ps
         if self.hybrid:
-            for req in batch:
-                if ch.bool(f"evict_swa[{req.rid}]"):
-                    self._evict_swa(req, req.kv_committed_len)
+            self.maybe_evict_swa(batch, ch)
         need = self.decode_tokens_needed(batch)
         self.evict_from_tree_cache(len(batch) * ps, ch, "evict")
         if not self.can_alloc(need):
@@ -1150,6 +1156,8 @@ class Scheduler:
         spec = self.cfg.spec
         assert spec is not None
         ps, D = self.ps, spec.num_draft_tokens
+        if self.hybrid:  # eagle_prepare_for_decode's first call
+            self.maybe_evict_swa(batch, ch)
         cur = [r.kv_allocated_len for r in batch]
         nxt = [self._spec_v2_alloc_len(r) for r in batch]
         need = sum(ceil_page(n, ps) - ceil_page(c, ps) for c, n in zip(cur, nxt))

@@ -53,6 +53,33 @@ _SPEC_V2 = Config(
 )
 
 
+_HYBRID_SWA_SPEC_V2 = Config(
+    name="hybrid_swa_spec_v2",
+    doc="spec v2 on hybrid SWA (an SWA model with EAGLE/MTP: gpt-oss, MiMo), page_size 1, topk=2, num_steps=2, "
+        "num_draft_tokens=3, chunked prefill: each decode step over-allocates both pools to C + 2a, the window "
+        "slides behind C",
+    num_reqs=2,
+    page_size=1,
+    hybrid_swa=True,
+    spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
+    chunked_prefill=True,  # on by default in SGLang (8192): a prompt longer than the SWA budget is chunked
+    test_retract=True,
+    private_atoms=5,  # the prefill (split at the prompt boundary and the window), a chunk stash, a finish (tombstoned and live parts)
+    bounds={
+        "full_tokens": (4, 40),  # hybrid_swa's floor: below it the idle pool admits nothing
+        "swa_tokens": (4, 40),
+        "sliding_window_size": (1, 8),
+        "chunked_prefill_size": (2, 8),
+        "input_len": (1, 10),
+        "max_new_tokens": (1, 6),
+        "req_pool_size": (2, 2),
+        "max_prefill_tokens": (16, 64),
+    },
+    explicit_bounds={"full_tokens": (24, 24), "swa_tokens": (12, 12), "sliding_window_size": (2, 2), "chunked_prefill_size": (4, 4),
+                     "input_len": (1, 4), "max_new_tokens": (1, 4), "max_prefill_tokens": (32, 32)},
+)
+
+
 _PAGED = Config(
     name="paged",
     doc="plain radix cache, page_size 2, chunked prefill, two requests",
@@ -318,6 +345,7 @@ CONFIGS: dict[str, Config] = {
                              "max_prefill_tokens": (32, 32)},
         ),
         _SPEC_V2,
+        _HYBRID_SWA_SPEC_V2,
         _at_page(_SPEC_V2, 2, "spec_v2_paged", "spec v2 (v0.5.13+) as spec_v2 at page_size 2: A' = max(A, ceil_page(C + "
                  "2a)) and the decode step's eviction of a page per request beyond the over-allocation only show at "
                  "page > 1", full_tokens=(4, 40)),

@@ -89,7 +89,7 @@ ABSTRACTIONS: list[Abstraction] = [
         "state are unaffected (the tokens are accounted either way).",
         ("RadixCache", "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching",
          "busy_check", "busy_check/swa", "alloc_for_extend", "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa",
-         "alloc_for_spec_decode", *_LOOP_ROW_CONFIGS),
+         "alloc_for_spec_decode", "alloc_for_spec_decode/swa", *_LOOP_ROW_CONFIGS),
         # the loop rows: the replay relabels the state (upstream/sched/driver.py::_warm_prefix_relabelled)
         lambda sc, diffs, d, v: ("(sharing_through_warm_prefix_only)" in diffs[0][0]
                                  or (hasattr(sc, "ops") and (_cross_request_sharing(sc, diffs, d, v)
@@ -119,7 +119,7 @@ ABSTRACTIONS.append(Abstraction(
     "none: conservation (and, on SGLang's scheduler, its busy check) is violated at the state before, and kvmc "
     "reports that violation first; nothing after it is a separate verdict",
     ("SWARadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "busy_check/swa",
-     "alloc_for_extend/swa", "alloc_for_decode/swa"),
+     "alloc_for_extend/swa", "alloc_for_decode/swa", "alloc_for_spec_decode/swa"),
     lambda sc, diffs, d, v: LEDGER_BROKEN in diffs[0][0],
 ))
 
@@ -136,7 +136,8 @@ ABSTRACTIONS.append(Abstraction(
     "the message differs (a CUDA fault, the process's CUDA context lost)",
     ("PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "SWATokenToKVPoolAllocator/ring", "RadixCache",
      "SWARadixCache", "UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "busy_check", "busy_check/swa", "alloc_for_extend",
-     "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode"),
+     "alloc_for_extend/swa", "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode",
+     "alloc_for_spec_decode/swa"),
     lambda sc, diffs, d, v: False,  # assigned by the worker when the guard fires, never from diffs
 ))
 

@@ -40,7 +40,7 @@ ROW_NAMES = (
     "budget_state/swa", "TokenToKVPoolAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator/ring", "ReqToTokenPool", "RadixCache", "SWARadixCache", "busy_check", "busy_check/swa",
     "UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "alloc_for_extend", "alloc_for_extend/swa",
-    "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode", "spec_v2_alloc_len",
+    "alloc_for_decode", "alloc_for_decode/swa", "alloc_for_spec_decode", "alloc_for_spec_decode/swa", "spec_v2_alloc_len",
     *LOOP_ROWS,
 )
 

@@ -34,14 +34,16 @@ and a sequence of operations as the scheduler performs them:
   `_evict_swa` choices are enumerated with the rest, so an outcome that fires none matches).
   A refusal on hybrid SWA compares the refusal only: SGLang's SWA `alloc_decode` keeps the full
   page it took (upstream/abstractions.py `failed_swa_decode_not_atomic`; the scheduler dies there).
-* `spec` (row `alloc_for_spec_decode` only, plain: kvmc does not model EAGLE with hybrid SWA; the
-  scenario ends there):
+* `spec` (rows `alloc_for_spec_decode`, `alloc_for_spec_decode/swa` only; the scenario ends there):
   a spec v2 decode step's over-allocation for the requests whose prefill is done, each from A to
   A' = max(A, ceil_page(C + 2 * max(L, D))) (kvmc's `spec_v2_alloc_len`, computed once for both
   sides; the row `spec_v2_alloc_len`, upstream/spec_alloc.py, compares the formula), through the
   allocation SGLang's `alloc_for_spec_decode` (0.5.18+; inline in
   `EagleDraftInput.prepare_for_decode` in 0.5.13) makes: `alloc_token_slots(sum(A' - A))` or
   `alloc_paged_token_slots_extend(A, A', sum(A' - A))`, beside the model's `spec_v2_decode_step`.
+  On hybrid SWA the same pages come from both pools; `maybe_evict_swa`, which
+  `eagle_prepare_for_decode` runs first, is not run on SGLang's side (a request's first decode after
+  its prefill, `decode_batch_idx` 0, never fires it; the model's `_evict_swa` choices are enumerated).
 
 After each operation the allocator's free sizes and the tree's evictable / protected sizes are
 compared. Eviction: SGLang evicts LRU leaves; kvmc lets eviction pick any minimal set of
@@ -175,10 +177,11 @@ def branching_lives(draw: Any) -> Life:
 
 
 @st.composite
-def spec_lives(draw: Any) -> Life:
+def spec_lives(draw: Any, swa: bool = False) -> Life:
     """Both requests prefilled (`chunk`, no eviction), then one spec v2 decode step, in a pool drawn
     around the step's demand (its pages, a page short to two over) with a warm prefix that is the
-    tree's one evictable node unless a request shares it."""
+    tree's one evictable node unless a request shares it. With `swa` the release's hybrid-SWA tree and
+    allocator, both pools of that size (the step takes the same pages from each)."""
     ps = draw(st.sampled_from([1, 4, 4]))
     warm = ps * draw(st.integers(1, 3))
     steps, draft = draw(st.integers(1, 3)), draw(st.integers(1, 4))
@@ -196,7 +199,7 @@ def spec_lives(draw: Any) -> Life:
     step = sum(ceil(n + reach) - ceil(n) for n, _ in reqs)
     pool = max(ps * 4, warm + prefill + step + ps * draw(st.integers(-1, 2)))
     ops = (("chunk", 0, reqs[0][0]), ("chunk", 1, reqs[1][0]), ("spec",))
-    return Life(ps, False, 0, pool, warm, tuple(reqs), ops, spec=(steps, draft))  # plain: no EAGLE with hybrid SWA
+    return Life(ps, swa, draw(st.integers(1, 12)) if swa else 0, pool, warm, tuple(reqs), ops, spec=(steps, draft))
 
 
 @st.composite

@@ -550,10 +550,10 @@ def _decode_life(swa: bool) -> Any:
     return decode_lives(swa)
 
 
-def _spec_life() -> Any:
+def _spec_life(swa: bool) -> Any:
     from .lifecycle import spec_lives
 
-    return spec_lives()
+    return spec_lives(swa)
 
 
 def _busy_row(swa: bool) -> Callable[[Design, str], str | None]:
@@ -660,7 +660,9 @@ ROWS: dict[str, Row] = {
             lambda: _decode_life(True), _run_life),
         Row("alloc_for_spec_decode", "a spec v2 decode step's over-allocation (A to A') for both prefilled requests: "
             "SGLang's alloc_token_slots / alloc_paged_token_slots_extend on the release's plain tree",
-            _spec_life, _run_life, _no_spec_v2),  # no /swa row: kvmc does not model EAGLE with hybrid SWA
+            lambda: _spec_life(False), _run_life, _no_spec_v2),
+        Row("alloc_for_spec_decode/swa", "the same on the release's hybrid-SWA tree and allocator (both pools "
+            "over-allocated to A')", lambda: _spec_life(True), _run_life, _no_spec_v2),
         Row("spec_v2_alloc_len", "spec v2's decode over-allocation sizing: get_alloc_len_per_decode, the "
             "reserve, A' (page_aligned_decode_alloc_lens' nxt_kv_lens) and _new_tokens_required_next_decode_spec_v2 "
             "against kvmc's alloc_len_per_decode / spec_v2_alloc_len / spec_v2_tokens_needed (upstream/spec_alloc.py)",

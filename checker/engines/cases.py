@@ -146,6 +146,9 @@ MUTANT_CASES: list[Case] = [
          dict(full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(4, 4), chunked_prefill_size=(4, 4),
               input_len=(2, 2), max_new_tokens=(5, 5), req_pool_size=(1, 1))),
     Case("finished_req_keeps_lock", "small", "lock_ledger", 1, _SMALL),
+    Case("spec_v2_window_from_allocated_len", "hybrid_swa_spec_v2", "residency", 3,
+         dict(full_tokens=(24, 24), swa_tokens=(12, 12), sliding_window_size=(2, 2), input_len=(1, 1),
+              max_new_tokens=(4, 4), req_pool_size=(1, 1))),
     Case("idle_check_ignores_session_rows", "sessions", "idle_check_sound", 2, _SESS),
 ]
 

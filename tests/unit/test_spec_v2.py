@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from model.config import Config, Spec
+from model.designs import preset
 from model.ops import Concrete
 from model.state import FINISHED, RUNNING
 from model.system import System
@@ -94,3 +95,41 @@ def test_stranded_tail_leak_shows_27228() -> None:
     assert b.fired and b.terms["sum"] == 23  # one slot allocated and owned by nobody
     pre = drive(cfg, V2.with_fix("spec_topk_busy_check", None).with_mutants(leak), picks, **params)
     assert not pre.busy(2).ran and not pre.busy(2).fired
+
+
+# -- spec v2 on hybrid SWA (config hybrid_swa_spec_v2; SGLang 0.5.23 speculative/eagle_utils.py::
+# eagle_prepare_for_decode: maybe_evict_swa, then alloc_for_spec_decode on the SWA allocator)
+SWA1 = Config(
+    name="spec_v2_swa", doc="", num_reqs=1, page_size=1, hybrid_swa=True,
+    spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2), private_atoms=4,
+    bounds={"full_tokens": (40, 40), "swa_tokens": (30, 30), "sliding_window_size": (2, 2), "input_len": (5, 5),
+            "max_new_tokens": (12, 12), "req_pool_size": (1, 1), "max_prefill_tokens": (64, 64)},
+)
+
+
+def test_hybrid_swa_both_pools_over_allocated_and_the_window_slides_behind_c() -> None:
+    fire = {"decode.evict_swa[0]": True}
+    run = drive(SWA1, preset("current"), [ARRIVE0, {"decode.accept[0]": 2}, {"decode.accept[0]": 3, **fire},
+                           {"decode.accept[0]": 3, **fire}])
+    s1, s2, s3, s4 = run.states[1:5]
+    # prefill: 5 tokens in each pool; the stash inserts [0, 5) (P = 5) and releases the SWA that slid out
+    # of the window behind pre_len 4: [0, floor(4 - ceil(max(W, ps)))) = [0, 2)
+    assert (s1.kv_committed_len[0], s1.cache_protected_len[0], s1.swa_evicted_seqlen[0]) == (5, 5, 2)
+    assert (s1.full_available, s1.swa_available) == (35, 27)
+    # decode 1: a = max(L*k, D) = 4, A' = 5 + 8 = 13: 8 slots from BOTH pools; C += 2
+    assert (s2.kv_allocated_len[0], s2.kv_committed_len[0], s2.full_available, s2.swa_available) == (13, 7, 27, 19)
+    # decode 2: E rises to P = 5; the window release from C = 7 keeps ceil(max(W, ps)) = 2: floor(7 - 2) = 5,
+    # nothing freed; A' = max(13, 7 + 8) = 15, two more slots from each pool; C += 3
+    assert (s3.swa_evicted_seqlen[0], s3.kv_allocated_len[0], s3.kv_committed_len[0]) == (5, 15, 10)
+    assert (s3.full_available, s3.swa_available) == (25, 17)
+    # decode 3: from C = 10 the release frees SWA [5, 8) (the full KV stays), then A' = 18 takes 3 from
+    # each pool: the over-allocated tail [C, A) is never released by the window
+    assert (s4.swa_evicted_seqlen[0], s4.kv_allocated_len[0], s4.kv_committed_len[0]) == (8, 18, 13)
+    assert (s4.full_available, s4.swa_available) == (22, 17)
+    assert all(run.busy(t).ran and not run.busy(t).fired for t in (2, 3, 4))
+
+
+def test_hybrid_swa_spec_v1_is_refused_with_the_reason() -> None:
+    with pytest.raises(ValueError, match="spec v2 only"):
+        Config(name="v1_swa", doc="", num_reqs=1, page_size=1, hybrid_swa=True,
+               spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=1), bounds={})

@@ -59,7 +59,7 @@ def test_preset_agrees_with_its_release(results: dict, version: str, row: str) -
         # and spec v2 (their presets model EAGLE v1; tests/upstream/test_mutate_conform.py runs
         # alloc_for_spec_decode, tests/upstream/test_spec_alloc_row.py spec_v2_alloc_len)
         expected = {"UnifiedRadixCache", "UnifiedRadixCache/swa", "UnifiedRadixCache/swa_branching", "add_one_req/swa_ring", "add_chunked_req/swa_ring",
-                    "SWATokenToKVPoolAllocator/ring", "alloc_for_spec_decode", "spec_v2_alloc_len"}
+                    "SWATokenToKVPoolAllocator/ring", "alloc_for_spec_decode", "alloc_for_spec_decode/swa", "spec_v2_alloc_len"}
         if version == "0.5.10.post1":
             # (busy_check/swa: the preset's busy check raises on hybrid SWA, swa_busy_check off)
             expected |= {"_swa_budget_for_req", "busy_check/swa", "add_one_req/hicache"}

@@ -74,3 +74,22 @@ def test_conformance_sees_a_decode_step_that_evicts_nothing(base: dict[str, Any]
     k = conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS)
     assert k is not None and k["property"] == "agrees with SGLang: alloc_for_decode", k
     assert "decode allocation" in k["evidence"], k
+
+
+def test_the_swa_spec_row_sees_an_over_allocation_that_skips_the_swa_pool(sglang_root: Path) -> None:
+    """Spec v2 on hybrid SWA (config hybrid_swa_spec_v2): the row `alloc_for_spec_decode/swa` agrees with
+    SGLang's SWA allocator, which takes A' - A from both pools, and tells apart a model that charges the
+    full pool only; the plain row cannot."""
+    from upstream import conform
+
+    planted = [str(Path(__file__).resolve().parent / "planted_spec_swa_alloc.py")]
+    got = {}
+    for row, over in (("alloc_for_spec_decode/swa", []), ("alloc_for_spec_decode/swa", planted),
+                      ("alloc_for_spec_decode", planted)):
+        [res] = conform.run([VERSION], [row], 40, 29, root=sglang_root, design="v0.5.18", jobs=1, overrides=over)
+        [r] = res["rows"]
+        assert r["scenarios"] == 40 and r["errored"] == 0, r
+        got[(row, bool(over))] = (r["disagreed"], conform.side_by_side(res, r) if r["disagreed"] else "")
+    assert got[("alloc_for_spec_decode/swa", False)][0] == 0, got
+    assert got[("alloc_for_spec_decode/swa", True)][0] > 0 and "swa_available" in got[("alloc_for_spec_decode/swa", True)][1]
+    assert got[("alloc_for_spec_decode", True)][0] == 0, got
