@@ -164,6 +164,41 @@ def well_formed(sch: Scheduler) -> bool:
     return bool(ok)
 
 
+def residency_ok(sch: Scheduler) -> bool:
+    """No use after free, on the slots themselves: for every request holding KV, the row's matched
+    prefix [0, P) is slots of device nodes some lock holds (full_lock_ref > 0), its own part [P, C)
+    is not on the free list, and with an SWA sub-allocator every position of its next token's window
+    [C + 1 - W, C) still maps to an SWA slot that is not free (a tombstoned node or a window released
+    past it maps to 0). The model's `residency` states the same of its abstract state
+    (specs/properties.py: the locked path, no tombstone in the window, E <= max(P, C + 1 - W))."""
+    ps = sch.ps
+    rows = sch.req_pool.req_to_token
+    alloc = sch.alloc
+    hybrid = sch.hybrid and not sch.cfg.swa_ring
+    full_free = set((alloc.full if sch.hybrid else alloc).free_pages.tolist())
+    swa_free = set(alloc.swa.free_pages.tolist()) if hybrid else set()
+    locked: set[int] = set()
+    for n in sch.tree.nodes():
+        if n.value is not None and n.full_lock_ref > 0:
+            locked.update(n.value.tolist())
+    for req in sch.reqs:
+        if not sch.holds_kv(req) or req.req_pool_idx is None:
+            continue
+        row = rows[req.req_pool_idx]
+        P, C = req.cache_protected_len, req.kv_committed_len
+        if any(int(t) not in locked for t in row[:P].tolist()):
+            return False
+        if any(int(t) // ps in full_free for t in row[P:C].tolist()):
+            return False
+        if hybrid:
+            lo = max(0, C + 1 - sch.tree.W)
+            for t in row[lo:C].tolist():
+                m = int(alloc.full_to_swa_index_mapping[int(t)])
+                if m <= 0 or m // ps in swa_free:
+                    return False
+    return True
+
+
 def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) -> bool:
     """The pool's own verdict: does the state after the last step violate `prop`?"""
     if prop == "no_prefill_oom":
@@ -178,6 +213,8 @@ def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) 
         done = [r for r in sch.reqs if r in sch.running
                 or (r.finished and r.in_last_batch and sch.last_batch == EXTEND_BATCH)]
         return any(r.kv_committed_len != r.origin_input_len + r.output_len - 1 for r in done)
+    if prop == "residency":
+        return not residency_ok(sch)
     own = own or ownership.check(sch)
     b = sch.busy
     fired = bool(b and b.fired)

@@ -64,7 +64,7 @@ _HYBRID_SWA_SPEC_V2 = Config(
     spec=Spec(num_steps=2, topk=2, num_draft_tokens=3, version=2),
     chunked_prefill=True,  # on by default in SGLang (8192): a prompt longer than the SWA budget is chunked
     test_retract=True,
-    private_atoms=5,  # the prefill (split at the prompt boundary and the window), a chunk stash, a finish (tombstoned and live parts)
+    private_atoms=4,  # the prefill (split at the prompt boundary and the window), a chunk stash, a finish
     bounds={
         "full_tokens": (4, 40),  # hybrid_swa's floor: below it the idle pool admits nothing
         "swa_tokens": (4, 40),
