@@ -58,7 +58,7 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "spec_v2": (dict(full_tokens=(24, 24), input_len=(1, 2), max_new_tokens=(2, 2), max_prefill_tokens=(32, 32)), 2),
     # a prompt of 3 (an unaligned page) beside one of 1: A' = ceil_page(C + 2a) at page 2
     # both pools over-allocated to C + 2a, one request finishing (the idle checks), one decoding on
-    "hybrid_swa_spec_v2": (dict(full_tokens=(24, 24), swa_tokens=(12, 12), sliding_window_size=(1, 1), input_len=(1, 2),
+    "hybrid_swa_spec_v2": (dict(full_tokens=(24, 24), swa_tokens=(12, 12), sliding_window_size=(1, 1), input_len=(1, 1),
                                 max_new_tokens=(1, 2), max_prefill_tokens=(32, 32)), 2),
     "spec_v2_paged": (dict(full_tokens=(24, 24), input_len=(1, 3), max_new_tokens=(2, 2), max_prefill_tokens=(32, 32)), 2),
     "swa_ring": (dict(full_tokens=(16, 16), input_len=(3, 3), max_new_tokens=(1, 2), chunked_prefill_size=(2, 2),
