@@ -199,6 +199,65 @@ def residency_ok(sch: Scheduler) -> bool:
     return True
 
 
+def lock_ledger_ok(sch: Scheduler) -> bool:
+    """Every live lock has a live owner and every lock count is what the live locks make it, read
+    off the tree: each handle the tree holds is some request's lock (that request holds KV), some
+    request's in-flight load-back (it ran in the last batch or waits), or an open session slot's; a
+    slot holding KV is open; each node's full lock ref is the number of handles whose path covers
+    it and its SWA lock ref the number that took its SWA lock; and the four counters are their
+    recount. The model's `lock_ledger` states the same of owners and counter drift."""
+    t = sch.tree
+    owned: set[int] = set()
+    for r in sch.reqs:
+        if r.lock is not None and not r.lock.released and r.lock.node not in (None, t.root):
+            if not sch.holds_kv(r):
+                return False
+            owned.add(id(r.lock))
+        if r.load_back is not None and not r.load_back.released:
+            if not (r.in_last_batch or r in sch.waiting):
+                return False
+            owned.add(id(r.load_back))
+    for slot in sch.slots:
+        if slot.closed and (slot.holding or (slot.lock is not None and not slot.lock.released)):
+            return False
+        if slot.lock is not None and not slot.lock.released:
+            owned.add(id(slot.lock))
+    full_ref: dict[int, int] = {}
+    swa_ref: dict[int, int] = {}
+    for h in t.handles:
+        if id(h) not in owned:
+            return False
+        n = h.node
+        while n is not None and n is not t.root:
+            full_ref[id(n)] = full_ref.get(id(n), 0) + 1
+            n = n.parent
+        for n in h.swa_nodes:
+            swa_ref[id(n)] = swa_ref.get(id(n), 0) + 1
+    for n in t.nodes():
+        if n.full_lock_ref != full_ref.get(id(n), 0):
+            return False
+        if sch.hybrid and n.swa_lock_ref != swa_ref.get(id(n), 0):
+            return False
+    counters = (t.full_evictable_size_, t.full_protected_size_, t.swa_evictable_size_, t.swa_protected_size_)
+    return counters == t.recount()
+
+
+def request_bounds_ok(sch: Scheduler) -> bool:
+    """Per request, from its own fields: its output stops at its enqueued max_new_tokens (at least
+    the prefill's one token), its committed KV covers only tokens it has but the one being decoded,
+    and a request that has not arrived (or waits) holds no KV (one not arrived has no output)."""
+    for r in sch.reqs:
+        n, A, C = r.output_len, r.kv_allocated_len, r.kv_committed_len
+        if not 0 <= n <= max(sch.max_new_tokens(r), 1) or C > r.origin_input_len + n - 1:
+            return False
+        st = sch.status_of(r)
+        if st == "new" and (n or A or C):
+            return False
+        if st == "waiting" and (A or C):
+            return False
+    return True
+
+
 def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) -> bool:
     """The pool's own verdict: does the state after the last step violate `prop`?"""
     if prop == "no_prefill_oom":
@@ -215,6 +274,14 @@ def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) 
         return any(r.kv_committed_len != r.origin_input_len + r.output_len - 1 for r in done)
     if prop == "residency":
         return not residency_ok(sch)
+    if prop == "lock_ledger":
+        return not lock_ledger_ok(sch)
+    if prop == "request_bounds":
+        return not request_bounds_ok(sch)
+    if prop == "retract_only_when_short":
+        return sch.needless_retract
+    if prop == "recompute_only_when_short":
+        return sch.needless_recompute
     own = own or ownership.check(sch)
     b = sch.busy
     fired = bool(b and b.fired)
@@ -226,7 +293,13 @@ def violated(sch: Scheduler, prop: str, own: ownership.Ownership | None = None) 
     if prop == "busy_check_complete":
         ran = sch.last_batch in (EXTEND_BATCH, DECODE_BATCH) and sch.oom == OOM_NONE
         return ran and not own.pools_ok and not fired
+    if prop in ("idle_check_sound", "idle_check_complete"):
+        i = sch.idle
+        if i is None or not i.idle:
+            return False
+        exact = own.ok and lock_ledger_ok(sch)
+        return (exact and i.fired) if prop == "idle_check_sound" else (not exact and not i.fired)
     raise KeyError(f"unknown property {prop!r}")
 
 
-__all__ = ["to_state", "violated", "well_formed", "AbstractionError", "NO_BATCH"]
+__all__ = ["to_state", "violated", "well_formed", "residency_ok", "lock_ledger_ok", "request_bounds_ok", "AbstractionError", "NO_BATCH"]

@@ -118,11 +118,14 @@ class PagedAllocator:
         return torch.unique(idx.to(I64) // self.page_size)
 
     def free(self, idx: torch.Tensor) -> None:
-        """Free every page any of `idx` touches (freeing one token of a page frees the page)."""
+        """Free every page any of `idx` touches (freeing one token of a page frees the page). The
+        padding page 0 goes on the free list like any other, as SGLang's `free` puts it there (a row
+        entry that was never allocated reads 0: v0.5.11's phantom stash, #24252); the ownership check
+        reports it (`reserved_used`)."""
         pages = self.pages_of(idx)
         if pages.numel() == 0:
             return
-        if bool((pages < 1).any()) or bool((pages > self.num_pages).any()):
+        if bool((pages < 0).any()) or bool((pages > self.num_pages).any()):
             raise PoolError(f"{self.name}.free: page out of range in {pages.tolist()}")
         self.free_pages = torch.cat([self.free_pages, pages])
 

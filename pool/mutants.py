@@ -17,6 +17,10 @@ POOL_MUTANTS: dict[str, str] = {
     "(Scheduler.spec_v2_decode_step): the slot at A' - 1 is overwritten by the next extend, owned by nobody",
     "spec_v2_window_from_allocated_len": "spec v2's window release measures the window from the allocated "
     "length A instead of C (Scheduler.maybe_evict_swa): SWA slots of the window the next verify reads are freed",
+    "finished_req_keeps_lock": "a non-session request's finish frees and caches its KV but keeps its tree lock "
+    "(Scheduler.cache_finished_req / release_kv_cache): the handle stays in the tree with no live owner",
+    "idle_check_ignores_session_rows": "the idle check leaves the session slots' KV and rows out of the full pool's "
+    "and the row pool's equations (Scheduler.self_check_during_idle): a false alarm at idle",
     "finish_frees_overalloc_from_floor": "release_kv_cache frees the over-allocation from floor(C) "
     "(Scheduler.release_kv_cache): the unaligned tail page goes back to the free list twice",
 }

@@ -172,6 +172,24 @@ class RadixTree:
                     se += len(n)
         return fe, fp, se, sp
 
+    def evictable_left(self) -> tuple[bool, bool]:
+        """(full, SWA): would one more eviction step free slots of that pool? A device node no lock
+        holds, with no device child, backed up or with no child at all, frees Full slots (and SWA
+        ones unless it is a tombstone); a device node no SWA lock holds, not a tombstone, with a
+        device child, frees SWA slots by becoming a tombstone. Read off the locks, not from `evict`
+        (the record of a load-back's give-up compares the two)."""
+        full = swa = False
+        for n in self.nodes():
+            if n.value is None:
+                continue
+            dev_child = any(k.value is not None for k in n.children)
+            if n.full_lock_ref == 0 and not dev_child and (n.host_value is not None or not n.children):
+                full = True
+                swa = swa or (self.hybrid and not n.swa_tombstone)
+            if self.hybrid and dev_child and not n.swa_tombstone and n.swa_lock_ref == 0:
+                swa = True
+        return full, swa
+
     def full_evictable_size(self) -> int:
         return self.full_evictable_size_
 

@@ -18,7 +18,8 @@ Implements (our own code) SGLang @ d55f1c28, python/sglang/srt/:
 * speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.13+ spec v2): the row over-allocated
   to max(A, ceil(C + 2a)), verify inside it, [ceil(C), A) freed at the release;
 * managers/scheduler_runtime_checker_mixin.py / scheduler_components/invariant_checker.py:
-  `self_check_during_busy` computed from the live objects.
+  `self_check_during_busy` and `on_idle`'s checks (`self_check_during_idle`) computed from the live
+  objects.
 
 It honours the same fix flags as the model (`model.designs.Design`) and imports nothing from the
 model but its Config / Design / Params. Not implemented (as in the model): the overlap loop, mixed
@@ -119,6 +120,13 @@ class BusyCheck:
     ran: bool
     crashed: bool
     fired: bool
+    terms: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class IdleCheck:
+    idle: bool  # `on_idle` ran its checks (no batch, nothing running, chunked or waiting)
+    fired: bool  # a pool equation, the req_to_token pool or the tree sanity check failed
     terms: dict[str, int] = field(default_factory=dict)
 
 
@@ -379,6 +387,11 @@ class Scheduler:
         self.oom = OOM_NONE
         self.batch_is_full = False  # running_batch.batch_is_full (model/system.py::get_new_batch_prefill)
         self.busy: BusyCheck | None = None
+        self.idle: IdleCheck | None = None
+        # the pool's own record of a retraction / a load-back give-up that no shortage explains
+        # (what the model's ghosts `needless_retract` / `needless_recompute` state; written apart)
+        self.needless_retract = False
+        self.needless_recompute = False
         self.steps = 0
         self._init_warm()
 
@@ -507,8 +520,10 @@ class Scheduler:
         except _SchedulerAssertion:
             self.oom = OOM_ASSERT  # the state is what it was when the assertion failed
         self.busy = self.self_check_during_busy()
+        self.idle = self.self_check_during_idle()
 
     def _iteration(self, ch: Chooser) -> None:
+        self.needless_retract = self.needless_recompute = False
         self.recv_requests(ch)
         self.loading_check()
         self.stash_chunked_req(ch)
@@ -664,6 +679,11 @@ class Scheduler:
                             max(0, swa_need - self.alloc.swa_available_size()) if self.hybrid else 0, ch)
         new = self.tree.load_back(m)
         if new is None:
+            more_full, more_swa = self.tree.evictable_left()
+            room = full_need <= self.alloc.full_available_size() or more_full
+            if self.hybrid:
+                room = room and (swa_need <= self.alloc.swa_available_size() or more_swa)
+            self.needless_recompute = self.needless_recompute or room
             return None
         req.load_back = self.tree.inc_lock_ref(m.best_match_node)
         return new
@@ -846,6 +866,7 @@ class Scheduler:
         ps = self.ps
         C, P = req.kv_committed_len, req.cache_protected_len
         end = floor_page(C, ps)
+        keep = self._keeps_lock(req, is_insert)
         is_insert = is_insert and not self.cfg.chunk_cache  # ChunkCache frees the committed KV
         if is_insert and self._branch_cut(req):  # swa_branching_insert: only [0, branching) is cached
             end = req.swa_branching_seqlen
@@ -863,9 +884,15 @@ class Scheduler:
                 if held > self.tree.match_prefix(self.tokens_of(req.rid), end, req.rid, False).prefix_len:
                     raise _SchedulerAssertion
         self.free(self.row(req, owned, C))
+        if keep:
+            return
         if req.lock is not None:
             self.tree.dec_lock_ref(req.lock)
         req.lock = None
+
+    def _keeps_lock(self, req: Req, is_insert: bool) -> bool:
+        """The planted `finished_req_keeps_lock`: a non-session request's finish keeps its tree lock."""
+        return is_insert and self.cfg.slot_of(req.rid) is None and self.mutant("finished_req_keeps_lock")
 
     def release_kv_cache(self, req: Req, is_insert: bool, ch: Chooser, site: str, abort: bool = False) -> None:
         i = self.cfg.slot_of(req.rid)
@@ -883,6 +910,8 @@ class Scheduler:
             self.free(self.row(req, start, A))  # over-allocation [ceil(C), A)
             self.req_pool.free(req.req_pool_idx)  # type: ignore[arg-type]
             req.req_pool_idx = None
+            if self._keeps_lock(req, is_insert):
+                return
         req.lock, req.virtual = None, False
 
     # -- sessions ---------------------------------------------------------------------------------
@@ -952,6 +981,16 @@ class Scheduler:
         self.evict_from_tree_cache(need, ch, site)
         return self.alloc.available_size() >= need
 
+    def _short_of_memory(self, batch: list[Req]) -> bool:
+        """Even with every evictable tree token evicted, a pool holds less than the next decode step
+        of `batch` needs: what a failed `check_decode_mem` means, read from the allocator and the
+        tree's counters on the state the check left."""
+        need = self.decode_tokens_needed(batch)
+        short = self.alloc.full_available_size() + self.tree.full_evictable_size_ < need
+        if self.hybrid and not self.cfg.swa_ring:
+            short = short or self.alloc.swa_available_size() + self.tree.swa_evictable_size_ < need
+        return short
+
     def _retract_order(self, kept: list[Req], ch: Chooser, it: int) -> Req:
         if self.cfg.spec is not None and not self.design.on("spec_retract_length_order"):
             return max(kept, key=lambda r: r.rid)  # spec retracts from the back of the batch
@@ -975,6 +1014,8 @@ class Scheduler:
             last_one = len(kept) == 1
             abort = last_one and not fits
             if not last_one or abort:
+                if not (self._short_of_memory(kept) or (forced and it == 0)):
+                    self.needless_retract = True
                 victim = self._retract_order(kept, ch, it)
                 self.release_kv_cache(victim, False, ch, f"retract[{it}].release[{victim.rid}]", abort)
                 rest = len(kept) - 1
@@ -1254,6 +1295,34 @@ class Scheduler:
             if variant == "on" and not cfg.swa_ring:  # the ring: "no token pool to conserve" (v0.5.20)
                 ok = ok and swa_sum == self.p.swa_tokens
         return BusyCheck(True, False, not ok, terms)
+
+    def self_check_during_idle(self) -> IdleCheck:
+        """`on_idle`'s checks (model/invariant_checker.py::self_check_during_idle), from the live
+        objects: with no batch and nothing running, chunked or waiting, each pool's available +
+        evictable + protected + session-held is its total, the free rows plus the session slots'
+        rows are the row pool, and on the SWA-capable trees (not while a HiCache session holds KV)
+        every lock ref is zero and the evictable counters are their recount."""
+        quiet = not (self.running or self.chunked or self.waiting)
+        if self.last_batch != NO_BATCH or self.oom != OOM_NONE or not quiet:
+            return IdleCheck(False, False)
+        ps, tree, held = self.ps, self.tree, [s for s in self.slots if s.holding]
+        forgets = self.mutant("idle_check_ignores_session_rows")  # the full pool's and the rows' session terms
+        h_f = 0 if forgets else sum(ceil_page(s.kv_allocated_len, ps) - s.cache_protected_len for s in held)
+        h_s = sum(max(0, ceil_page(s.kv_allocated_len, ps) - max(s.cache_protected_len, s.swa_evicted_seqlen)) for s in held)
+        full_sum = self.alloc.full_available_size() + tree.full_evictable_size_ + tree.full_protected_size_ + h_f
+        ok = full_sum == self.p.full_tokens
+        terms = dict(full_sum=full_sum, full_total=self.p.full_tokens, req_free=self.req_pool.available_size(),
+                     session_rows=len(held), req_total=self.p.req_pool_size)
+        if self.hybrid and not self.cfg.swa_ring:
+            swa_sum = self.alloc.swa_available_size() + tree.swa_evictable_size_ + tree.swa_protected_size_ + h_s
+            terms.update(swa_sum=swa_sum, swa_total=self.p.swa_tokens)
+            ok = ok and swa_sum == self.p.swa_tokens
+        ok = ok and self.req_pool.available_size() + (0 if forgets else len(held)) == self.p.req_pool_size
+        if self.hybrid and not (self.cfg.hicache and held):
+            fe, _fp, se, _sp = tree.recount()
+            ok = ok and all(n.full_lock_ref == 0 and n.swa_lock_ref == 0 for n in tree.nodes())
+            ok = ok and tree.full_evictable_size_ == fe and tree.swa_evictable_size_ == se
+        return IdleCheck(True, not ok, terms)
 
     # the chooser of the running step (init_load_back is reached from inside the adder)
     _ch: Chooser

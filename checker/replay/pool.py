@@ -119,10 +119,11 @@ def _derived_ctx(trace: Trace) -> Any:
 
 
 def _derived_difference(trace: Trace, state: State, sch: Any, x: Any = None) -> tuple[str, Any, Any] | None:
-    """The tree counters and SGLang's busy check: model (from the recorded state) vs pool (from its
-    live objects). `x`: the trace's `_derived_ctx` (built here when not given)."""
+    """The tree counters, SGLang's busy and idle checks, and the ghosts (a needless retraction or
+    load-back give-up): model (from the recorded state) vs pool (from its live objects). `x`: the
+    trace's `_derived_ctx` (built here when not given)."""
     from model import radix_cache
-    from model.invariant_checker import self_check_during_busy
+    from model.invariant_checker import self_check_during_busy, self_check_during_idle
 
     if x is None:
         x = _derived_ctx(trace)
@@ -138,9 +139,16 @@ def _derived_difference(trace: Trace, state: State, sch: Any, x: Any = None) -> 
             return name, m, p
     b = self_check_during_busy(x, state)
     pb = sch.busy
+    i = self_check_during_idle(x, state)
+    pi = sch.idle
     for name, m, p in (("busy_check.ran", bool(b.ran), bool(pb and pb.ran)),
                        ("busy_check.crashed", bool(b.crashed), bool(pb and pb.crashed)),
-                       ("busy_check.fired", bool(b.fired), bool(pb and pb.fired))):
+                       ("busy_check.fired", bool(b.fired), bool(pb and pb.fired)),
+                       ("idle_check.idle", bool(i.idle), bool(pi and pi.idle)),
+                       ("idle_check.fired", bool(i.fired), bool(pi and pi.fired)),
+                       # the model's ghosts against the pool's own record of the same thing
+                       ("needless_retract", bool(state.needless_retract), sch.needless_retract),
+                       ("needless_recompute", bool(state.needless_recompute), sch.needless_recompute)):
         if m != p:
             return name, m, p
     return None
