@@ -3,8 +3,10 @@ random scheduler iterations (arrivals, session turns and closes, forced retracti
 draft tokens, `_evict_swa` timing, HiCache write-back: every question the scheduler asks is a
 draw; eviction follows the pool's own LRU order) and checks after every iteration:
 * the ownership check on the tensors (every page and row owned exactly once: pool/ownership.py),
-* SGLang's busy check computed from the live objects does not fire or crash,
-* no allocation fails after admission.
+* SGLang's busy check computed from the live objects does not fire or crash, nor its idle check,
+* no allocation fails after admission,
+* the pool's own verdicts on residency, the lock ledger and the request bounds hold, and no
+  retraction or load-back give-up happened without a shortfall (pool/abstraction.py).
 Failures shrink to a minimal program of iterations. Fixed CI profile: derandomized, bounded.
 """
 
@@ -21,7 +23,7 @@ from model.designs import PRESETS, Design
 from model.ops import Concrete
 from model.system import System
 from pool import FunctionChooser, Scheduler, ownership
-from pool.abstraction import well_formed
+from pool.abstraction import lock_ledger_ok, request_bounds_ok, residency_ok, well_formed
 from pool.scheduler import OOM_MESSAGES, OOM_NONE
 from specs.configs import CONFIGS
 from checker.traces.walk import pick_params
@@ -73,6 +75,12 @@ def machine(design: Design, configs: list[str]) -> type[RuleBasedStateMachine]:
                 assert not b.fired, f"busy check fired: {b.terms}"
             assert self.sch.oom == OOM_NONE, OOM_MESSAGES[self.sch.oom]
             assert well_formed(self.sch)
+            i = self.sch.idle
+            assert not (i and i.fired), f"idle check fired: {i.terms if i else None}"
+            assert residency_ok(self.sch), "residency: a slot a request reads is free or unlocked"
+            assert lock_ledger_ok(self.sch), "lock ledger: a lock without a live owner, or a lock count off"
+            assert request_bounds_ok(self.sch), "request bounds"
+            assert not self.sch.needless_retract and not self.sch.needless_recompute
 
     return PoolMachine
 
