@@ -450,6 +450,8 @@ class KInduction:
         cone = Cone(solver.assertions(), named_symbols(cs.states, cs.index, self.ghosts))
         assume = [acts[c] if c in active else z3.Not(acts[c]) for c in acts]
         ms = PASS_MS  # not `--timeout`, a step case's: the plain check's 60 s would cut the first link off
+        dg = proof_cache.Digest() if self.cache is not None else None
+        base = dg.formula(solver) if dg is not None else ""  # the cone below is a function of it and the case
         for name in PASS_INVARIANTS:
             links = self._pass_links(name, params)
             at = [label for label, _c, _s, _g in self._pass_points(name)]
@@ -464,7 +466,20 @@ class KInduction:
                 q = z3.Solver()
                 q.set("timeout", ms)
                 q.add(*cone.query(case, i, back=i))
+                # with --proof-cache: an unsat link is a fact about this exact query, and one z3 gave
+                # up on with as much time is not asked again (on hybrid_swa_page4 `admitted_fit`'s
+                # first link is unknown after the whole 300 s, every run): not asserted, as before
+                ck = dg.key(base, *_key_names(k, f"pass:{name}:{label}", active), case) if dg else ""
+                if ck and self.cache.settled(ck):
+                    continue
+                if ck and self.cache.given_up(ck, ms):
+                    why = f"unknown after {ms // 1000} s at {label} (a run before; --proof-cache)"
+                    break
                 r = _timed(lambda: q.check(*assume))
+                if r == z3.unsat and ck:
+                    self.cache.record(ck)
+                if r == z3.unknown and ck:
+                    self.cache.gave_up(ck, ms)
                 if r != z3.unsat:
                     why = f"{'unknown after ' + str(ms // 1000) + ' s' if r == z3.unknown else 'fails'} at {label}"
                     break

@@ -16,7 +16,9 @@ last split is recorded too, as a hint with the time it had (`DIR/ab/cdef....unkn
 run splits that case at once instead of spending the same time on it again (on
 `hybrid_swa_hicache` every resume re-asked hundreds of such cases, 15 s each). A hint only
 changes the order of work: splitting is always sound, the cases below are asked or taken from
-the store as usual. Like Dafny's or Boogie's verification cache:
+the store as usual. A pass invariant's link (`KInduction._prove_pass_invariants`) is stored the
+same way; there a hint means the link is not asked again with no more time than it had, and the
+pass invariant stays unproved (not asserted: fewer facts, never a claim). Like Dafny's or Boogie's verification cache:
 sound as long as the digest identifies the query, which it does by construction (a SHA-256 per
 term over its declaration, sort and arguments).
 

@@ -98,3 +98,29 @@ def test_the_pass_links_read_the_invariant_at_each_checkpoint() -> None:
     assert len(links) >= len(expected) == system.cfg.num_reqs
     for got, want in zip(links, expected):
         assert z3.Solver().check(z3.Not(z3.simplify(got) == want)) == z3.unsat
+
+
+def test_the_proof_cache_keeps_a_proved_link_and_a_link_z3_gave_up_on(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """With `--proof-cache`: a link proved once is taken from the store (not asked again), and a
+    link z3 gave up on is not asked again with the same time: still not proved, and said so."""
+    from checker.engines import induction, proof_cache
+
+    system = System(CONFIGS["small"], PRESETS["current"])
+    store = proof_cache.ProofCache.open(tmp_path / "proved")
+    first = KInduction(system, ["no_prefill_oom"], cache=store)
+    assert first._prove_pass_invariants(1, ACTIVE) == {"admitted_fit": ""}
+    assert store.stored == system.cfg.num_reqs  # one unsat link per admission
+    again = KInduction(system, ["no_prefill_oom"], cache=store)
+    assert again._prove_pass_invariants(1, ACTIVE) == {"admitted_fit": ""}
+    assert store.hits == system.cfg.num_reqs
+
+    monkeypatch.setattr(induction, "PASS_MS", 1)  # z3 gives up on the first link in a millisecond
+    store = proof_cache.ProofCache.open(tmp_path / "gave_up")
+    why = KInduction(system, ["no_prefill_oom"], cache=store)._prove_pass_invariants(1, ACTIVE)["admitted_fit"]
+    assert why == "unknown after 0 s at admitted[0]", why
+    why = KInduction(system, ["no_prefill_oom"], cache=store)._prove_pass_invariants(1, ACTIVE)["admitted_fit"]
+    assert why.endswith("(a run before; --proof-cache)") and store.hinted == 1, why
+    monkeypatch.setattr(induction, "PASS_MS", 300_000)  # more time than the run before had: asked again
+    fresh = proof_cache.ProofCache.open(tmp_path / "gave_up")
+    assert KInduction(system, ["no_prefill_oom"], cache=fresh)._prove_pass_invariants(1, ACTIVE) == {"admitted_fit": ""}
+    assert fresh.hinted == 0
