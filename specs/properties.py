@@ -286,12 +286,15 @@ def _lock_ledger(x: Ctx, s: State) -> Any:
     """Every lock has a live owner: a request's tree lock belongs to a request that holds KV, a
     load-back's lock is in flight (taken by the last prefill pass: its request ran in the last
     batch or still waits, and the next `loading_check` releases it), a session's lock to an open
-    session; and SGLang's evictable / protected counters are what those locks make them (no drift)."""
+    session; and SGLang's evictable / protected counters are what those locks make them (no drift).
+    Where the scheduler died in the iteration (`oom`), a request the pass had admitted holds its
+    lock without KV: the admission was in flight, and the crash is its own property's violation."""
     cfg = x.cfg
     c = []
+    died = s.oom != OOM_NONE
     for r in range(cfg.num_reqs):
         locks = x.and_(s.last_node[r] != ROOT, s.last_node[r] != VIRTUAL)
-        c.append(x.implies(locks, holds_kv(x, s, r)))
+        c.append(x.implies(locks, x.or_(holds_kv(x, s, r), died)))
         if cfg.hicache:
             c.append(x.implies(s.load_back_node[r] != ROOT, x.or_(s.in_last_batch[r], s.status[r] == WAITING)))
     for i in range(len(cfg.streaming_sessions)):
@@ -446,8 +449,8 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             "lock_ledger",
-            "every lock has a live owner (a request holding KV, an in-flight load-back, an open session) and the "
-            "evictable/protected counters match the locks",
+            "every lock has a live owner (a request holding KV, an in-flight load-back, an open session; after a crash "
+            "also the admission it died in) and the evictable/protected counters match the locks",
             _lock_ledger,
             _holds_lock,
             "a request holds a tree lock",

@@ -18,6 +18,8 @@ from checker.engines.cases import case
 from checker.engines.explicit import Explorer
 from checker.verdict import Verdict
 from model.designs import PRESETS
+from model.ops import Concrete
+from model.state import OOM_NONE, ROOT, VIRTUAL, WAITING
 from model.system import System
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
@@ -72,3 +74,28 @@ def test_the_new_properties_are_exercised(config: str) -> None:
     for p in NEW:
         r = search.results[p]
         assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.witness_depth is not None, (p, r.words())
+
+
+def test_a_crash_is_its_own_property_not_a_lock_without_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """v0.5.11's session row finding: the pass admits a request with no row left and
+    `alloc_req_slots` kills the scheduler with the request's lock taken and no KV yet. That state
+    violates `no_prefill_oom` (the finding); `lock_ledger` does not call the in-flight admission's
+    lock ownerless (it did before session 45, so a deep random sweep of the old presets reported
+    it beside every such crash). The BMC finds such a state through a planted target property."""
+    from specs import properties
+
+    def no_locked_waiter_at_a_crash(x, s):  # noqa: ANN001, ANN202
+        return x.not_(x.and_(s.oom != OOM_NONE, *[x.or_(*[x.and_(s.last_node[q] != ROOT, s.last_node[q] != VIRTUAL,
+                                                                   s.status[q] == WAITING)
+                                                            for q in range(x.cfg.num_reqs)])]))
+
+    monkeypatch.setitem(properties.PROPERTIES, "planted_target", properties.Property(
+        "planted_target", "no crash with a waiting request holding a lock", no_locked_waiter_at_a_crash,
+        lambda x, s: True, "always"))
+    system = System(CONFIGS["sessions"], PRESETS["v0.5.11"])
+    r = BMC(system, ["planted_target"]).run(6)["planted_target"]
+    assert r.verdict is Verdict.VIOLATED and r.trace is not None, r.words()
+    last = r.trace.states[-1]
+    x = system.ctx(Concrete(), r.trace.params)
+    assert PROPERTIES["no_prefill_oom"].holds(x, last) is False
+    assert PROPERTIES["lock_ledger"].holds(x, last) is True
