@@ -52,7 +52,7 @@ SCALAR_PARAMS = (
 )
 REQ_PARAMS = ("input_len", "max_new_tokens")
 WARM_PARAMS = ("warm_len", "warm_device", "warm_host")
-PAGE_MULTIPLE = ("full_tokens", "swa_tokens", "warm_len")
+PAGE_MULTIPLE = ("full_tokens", "swa_tokens", "warm_len", "chunked_prefill_size")
 
 
 @dataclass(frozen=True)
@@ -145,11 +145,13 @@ class Config:
         for r in self.streaming_sessions:
             if not 0 <= r < self.num_reqs:
                 problems.append(f"streaming session slot {r} is not a request slot (0..{self.num_reqs - 1})")
-        for name, (lo, hi) in self.bounds.items():
-            if lo > hi:
-                problems.append(f"bounds[{name!r}]=({lo}, {hi}) is empty")
-            if name in PAGE_MULTIPLE and (lo % self.page_size or hi % self.page_size):
-                problems.append(f"bounds[{name!r}]=({lo}, {hi}) must be multiples of page_size={self.page_size}")
+        for kind, bounds in (("bounds", self.bounds), ("explicit_bounds", self.explicit_bounds)):
+            for name, (lo, hi) in bounds.items():
+                if lo > hi:
+                    problems.append(f"{kind}[{name!r}]=({lo}, {hi}) is empty")
+                if name in PAGE_MULTIPLE and (lo % self.page_size or hi % self.page_size):
+                    # (chunked_prefill_size: every release's server_args asserts it divides by the page size)
+                    problems.append(f"{kind}[{name!r}]=({lo}, {hi}) must be multiples of page_size={self.page_size}")
         if problems:
             raise ValueError(f"config {self.name!r}: " + "; ".join(problems))
 

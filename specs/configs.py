@@ -146,8 +146,9 @@ _ALIGNED_PAGE4 = replace(
         "--truncation-align-size 16 at page 4: a chunk cut down to the alignment leaves up to 15 tokens "
         "of chunk budget, more than the page the admission gate reserves (finding 12 at a page size above 1)",
         full_tokens=(4, 64), input_len=(1, 32), chunked_prefill_size=(16, 32), max_prefill_tokens=(16, 64),
-        # a prompt of 25-27 cut to 16 by a chunk of 26, then a prompt of 5 (max_prefill_tokens above both)
-        full_tokens_explicit=(32, 32), chunked_prefill_size_explicit=(26, 26), input_len_explicit=(5, 27),
+        # a prompt of 25 cut to 16 by a chunk of 24 (a page multiple: every release's server_args asserts
+        # it), then a prompt of 5 (max_prefill_tokens above both)
+        full_tokens_explicit=(32, 32), chunked_prefill_size_explicit=(24, 24), input_len_explicit=(5, 25),
         max_new_tokens_explicit=(1, 2), warm_len_explicit=(0, 0), max_prefill_tokens_explicit=(32, 32),
     ),
     truncation_align_size=16,
@@ -457,7 +458,7 @@ CONFIGS: dict[str, Config] = {
             },
             # around the decode OOM of v0.5.10.post1 (docs/findings.md finding 8: two decoding, one chunked)
             explicit_bounds={"full_tokens": (12, 12), "input_len": (1, 7), "max_new_tokens": (1, 5),
-                             "chunked_prefill_size": (5, 5), "max_prefill_tokens": (26, 26)},
+                             "chunked_prefill_size": (4, 4), "max_prefill_tokens": (26, 26)},
         ),
         Config(
             name="hybrid_swa_mixed",

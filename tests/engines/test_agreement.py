@@ -32,9 +32,9 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
                            chunked_prefill_size=(15, 15), max_prefill_tokens=(16, 16)), 2),
     "aligned_chunk_cache": (dict(full_tokens=(24, 24), input_len=(7, 7), max_new_tokens=(2, 2),
                                  chunked_prefill_size=(15, 15), max_prefill_tokens=(16, 16)), 2),
-    # page 4: two prompts of 27 under a chunk of 26, the first cut to 16 (not 26), the second's 10 left is OTHER
+    # page 4: two prompts of 27 under a chunk of 24, the first cut to 16 (not 24), the second's 8 left is OTHER
     "aligned_page4": (dict(full_tokens=(48, 48), input_len=(27, 27), max_new_tokens=(1, 1), warm_len=(0, 0),
-                           chunked_prefill_size=(26, 26), max_prefill_tokens=(32, 32)), 2),
+                           chunked_prefill_size=(24, 24), max_prefill_tokens=(32, 32)), 2),
     # three prompts of 5 under a chunk of 16: the third is cut to 0 (under the alignment), OTHER
     "aligned_three": (dict(full_tokens=(23, 23), input_len=(5, 5), max_new_tokens=(1, 1),
                            max_prefill_tokens=(16, 16)), 2),
@@ -64,7 +64,7 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "swa_ring": (dict(full_tokens=(16, 16), input_len=(3, 3), max_new_tokens=(1, 2), chunked_prefill_size=(2, 2),
                       req_pool_size=(1, 2), max_prefill_tokens=(16, 16)), 2),
     # a request admitted at depth 2 runs beside the first one's mixed decode
-    "mixed": (dict(full_tokens=(12, 12), input_len=(3, 3), max_new_tokens=(2, 2), chunked_prefill_size=(5, 5),
+    "mixed": (dict(full_tokens=(12, 12), input_len=(3, 3), max_new_tokens=(2, 2), chunked_prefill_size=(4, 4),
                    max_prefill_tokens=(26, 26)), 2),
     # a request admitted beside the running ones' mixed decode, SWA tight; about 20 s a preset group (input 2
     # and max_new 1-2 take 50 s, finding 9's own point, input (1, 3, 4), 10x more)

@@ -107,7 +107,7 @@ def test_at_page_4_the_alignment_must_exceed_the_page() -> None:
     from checker.engines.explicit import Explorer
 
     cfg = CONFIGS["aligned_page4"]
-    c0 = replace(concrete_params(cfg), full_tokens=32, chunked_prefill_size=26, max_prefill_tokens=32, req_pool_size=2)
+    c0 = replace(concrete_params(cfg), full_tokens=32, chunked_prefill_size=24, max_prefill_tokens=32, req_pool_size=2)
     points = [replace(c0, input_len=(a, b), max_new_tokens=m)
               for a, b, m in itertools.product(range(23, 28), range(3, 8), itertools.product((1, 2), (1, 2)))]
     res = Explorer(System(cfg, PRESETS["current"]), ["no_prefill_oom"], points=points).run(4).results["no_prefill_oom"]
@@ -116,3 +116,22 @@ def test_at_page_4_the_alignment_must_exceed_the_page() -> None:
     one_page = replace(cfg, truncation_align_size=cfg.page_size)
     held = Explorer(System(one_page, PRESETS["current"]), ["no_prefill_oom"], points=points).run(4).results["no_prefill_oom"]
     assert held.verdict is Verdict.HOLDS_TO_DEPTH, held.words()
+
+
+def test_a_chunk_size_that_is_not_a_page_multiple_is_refused() -> None:
+    """Every release's server_args asserts `chunked_prefill_size % page_size == 0` (0.5.10.post1 ...
+    0.5.23): a config or an instance that allows another chunk size describes a server SGLang does
+    not start, so it is refused in one line, and the random draws stay on page multiples."""
+    import random
+
+    import pytest
+
+    from checker.traces.walk import pick_params
+
+    page4 = CONFIGS["hybrid_swa_page4"]
+    with pytest.raises(ValueError, match=r"explicit_bounds\['chunked_prefill_size'\]=\(5, 5\) must be multiples of page_size=4"):
+        pinned(page4, chunked_prefill_size=(5, 5))
+    with pytest.raises(ValueError, match=r"bounds\['chunked_prefill_size'\]=\(4, 10\) must be multiples"):
+        replace(page4, bounds={**page4.bounds, "chunked_prefill_size": (4, 10)})
+    rng = random.Random(0)
+    assert {pick_params(page4, rng).chunked_prefill_size % 4 for _ in range(200)} == {0}
