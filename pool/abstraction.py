@@ -246,14 +246,15 @@ def request_bounds_ok(sch: Scheduler) -> bool:
     """Per request, from its own fields: its output stops at its enqueued max_new_tokens (at least
     the prefill's one token), its committed KV covers only tokens it has but the one being decoded,
     and a request that has not arrived (or waits) holds no KV (one not arrived has no output)."""
+    alive = sch.oom == OOM_NONE  # (a crash leaves the iteration's state: lengths not judged there)
     for r in sch.reqs:
         n, A, C = r.output_len, r.kv_allocated_len, r.kv_committed_len
-        if not 0 <= n <= max(sch.max_new_tokens(r), 1) or C > r.origin_input_len + n - 1:
+        if not 0 <= n <= max(sch.max_new_tokens(r), 1) or (alive and C > r.origin_input_len + n - 1):
             return False
         st = sch.status_of(r)
         if st == "new" and (n or A or C):
             return False
-        if st == "waiting" and (A or C):
+        if alive and st == "waiting" and (A or C):
             return False
     return True
 

@@ -331,15 +331,20 @@ def _request_bounds(x: Ctx, s: State) -> Any:
     #25126 clip, which may leave 0; the prefill's first token comes regardless, so max(M, 1)); its
     committed KV covers only tokens it has, all but the one being decoded (C <= |input| + |output| - 1,
     so C <= |input| + max(M, 1) - 1); a request not yet arrived has no output and no KV, and a waiting
-    one (never run, retracted: output kept, KV reset, or a session's next turn) no KV."""
+    one (never run, retracted: output kept, KV reset, or a session's next turn) no KV. Where the
+    scheduler died in the iteration (`oom`) the state is the one it died in, between an extend's
+    allocation and its result (a chunk's C already covers the whole prompt, the admitted request
+    still waits): there the lengths are not judged, only the output bound; the crash is its own
+    property's violation."""
     out = []
+    alive = s.oom == OOM_NONE
     for r in range(x.cfg.num_reqs):
         st, n = s.status[r], s.output_len[r]
         A, C = s.kv_allocated_len[r], s.kv_committed_len[r]
         out.append(x.and_(n >= 0, n <= x.max(enqueue.max_new_tokens(x, s, r), 1)))
-        out.append(C <= s.origin_input_len[r] + n - 1)
+        out.append(x.implies(alive, C <= s.origin_input_len[r] + n - 1))
         out.append(x.implies(st == NEW, x.and_(n == 0, A == 0, C == 0)))
-        out.append(x.implies(st == WAITING, x.and_(A == 0, C == 0)))
+        out.append(x.implies(x.and_(alive, st == WAITING), x.and_(A == 0, C == 0)))
     return x.and_(*out)
 
 

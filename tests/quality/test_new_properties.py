@@ -19,7 +19,7 @@ from checker.engines.explicit import Explorer
 from checker.verdict import Verdict
 from model.designs import PRESETS
 from model.ops import Concrete
-from model.state import OOM_NONE, ROOT, VIRTUAL, WAITING
+from model.state import CHUNKED, OOM_NONE, ROOT, VIRTUAL, WAITING
 from model.system import System
 from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
@@ -99,3 +99,19 @@ def test_a_crash_is_its_own_property_not_a_lock_without_owner(monkeypatch: pytes
     x = system.ctx(Concrete(), r.trace.params)
     assert PROPERTIES["no_prefill_oom"].holds(x, last) is False
     assert PROPERTIES["lock_ledger"].holds(x, last) is True
+
+
+def test_a_decode_crash_mid_iteration_is_not_a_request_bounds_violation() -> None:
+    """Finding 8's corpus trace dies in the mixed step's decode, after the chunk's extend allocation
+    set the chunked request's C to its whole prompt and before its result: `no_decode_oom` is the
+    finding; `request_bounds` does not judge the lengths of that half-done iteration (it did before
+    session 45: a deep random sweep reported it beside finding 9's crashes)."""
+    from checker.traces import itf
+
+    tr = itf.read("counterexamples/v0.5.10.post1/mixed/no_decode_oom.itf.json")
+    last = tr.states[-1]
+    x = System(tr.cfg, tr.design).ctx(Concrete(), tr.params)
+    assert PROPERTIES["no_decode_oom"].holds(x, last) is False
+    chunked = [r for r in range(tr.cfg.num_reqs) if last.status[r] == CHUNKED]
+    assert any(last.kv_committed_len[r] > last.origin_input_len[r] + last.output_len[r] - 1 for r in chunked), last
+    assert PROPERTIES["request_bounds"].holds(x, last) is True
