@@ -16,14 +16,14 @@ EVICT0 = {"decode.evict_swa[0]": True}
 
 
 def _swa_cfg(ps: int, W: int, input_len: int, max_new: int, *, full: int = 256, swa: int = 128, chunk: int | None = None,
-             private_atoms: int = 4, num_reqs: int = 1, name: str = "radix_flags") -> Config:
+             private_atoms: int = 4, num_reqs: int = 1, name: str = "radix_flags", align: int | None = None) -> Config:
     bounds = {"full_tokens": (full, full), "swa_tokens": (swa, swa), "sliding_window_size": (W, W),
               "input_len": (input_len, input_len), "max_new_tokens": (max_new, max_new), "req_pool_size": (2, 2),
               "max_prefill_tokens": (4096, 4096)}
     if chunk is not None:
         bounds["chunked_prefill_size"] = (chunk, chunk)
     return Config(name=name, doc="", num_reqs=num_reqs, page_size=ps, hybrid_swa=True, chunked_prefill=chunk is not None,
-                  private_atoms=private_atoms, bounds=bounds)
+                  private_atoms=private_atoms, bounds=bounds, truncation_align_size=align)
 
 
 # -- swa_release_threshold (#29860 v0.5.15.post1; v0.5.23) -------------------------------------------
@@ -184,14 +184,16 @@ def test_rematch_is_harmless_with_the_other_thresholds(threshold: str | None) ->
 
 
 # -- swa_segment_lock (#36848, v0.5.20) ----------------------------------------------------------------
-# ps=4, W=5, chunk 10, an 18-token prompt, unfinished_swa_release=path, max_w_ps. Pass 1: the first
-# chunk is floor_4(10) = 8. Pass 2: its stash (pre_len 7, E' = 0) inserts [0, 8) live; the chunk [8, 18)
-# completes the prefill; cache_unfinished_req: pre_len 17, E' = floor_4(17 - 5) = 12, SWA [8, 12) freed,
+# ps=4, W=5, chunk 12 with --truncation-align-size 8 (server_args asserts chunk % ps == 0), an 18-token
+# prompt, unfinished_swa_release=path, max_w_ps. Pass 1: add_one_req's chunk is floor_4(12) = 12,
+# aligned down to 8 (0.5.13:managers/schedule_policy.py add_one_req; add_chunked_req does not align).
+# Pass 2: its stash (pre_len 7, E' = 0) inserts [0, 8) live; the chunk [8, 18) (10 <= 12) completes the
+# prefill; cache_unfinished_req: pre_len 17, E' = floor_4(17 - 5) = 12, SWA [8, 12) freed,
 # insert [8, 12) tombstone + [12, 16) live; the lock is at [12, 16) (4 < W tokens).
 # Old walk (<= v0.5.19): [12, 16) then, skipping the tombstone, [0, 8): SWA protected 12.
 # Segment walk (0.5.20:mem_cache/unified_cache/components/swa.py:774-830): [12, 16) + [8, 12) = 8 >= 5,
 # the boundary is the tombstone: SWA protected 4, [0, 8) evictable.
-S_SEG = _swa_cfg(4, 5, 18, 3, chunk=10)
+S_SEG = _swa_cfg(4, 5, 18, 3, chunk=12, align=8)
 SEG = F3.with_fix("unfinished_swa_release", "path")
 
 
@@ -207,17 +209,22 @@ def test_swa_segment_lock(seg: str | None, top: int, swa_ev: int, swa_prot: int)
 
 
 # -- busy_check_chunked_req (#37502, v0.5.20) and docs/releases.md's candidate finding 6 ----------------
-# ps=4, W=8, chunk 6: request 1 (4 tokens) runs; request 0 (20 tokens) chunks [0, 4), then [4, 10) (an
-# add_chunked_req chunk is not page-floored: min(rc = 6, rem_total, rem_swa - ps = 8)), then the next
-# pass defers it (its lock covers [0, 8), so rem_swa - ps = 4 + 0 - 4 = 0 <= 0, #23174) and request 1
-# decodes. Request 0 is parked
-# outside every batch with P = floor(10) = 8 and A = 10: it owns [8, 12) of each pool. The pre-#37502
+# ps=4, W=8, chunk 8 with --enable-mixed-chunk, a 24-token SWA pool: request 1 (4 tokens) runs; request 0
+# (20 tokens) arrives and the adder's chunk budget is 8 - 1 = 7 (a token per running request,
+# 0.5.13:managers/schedule_policy.py PrefillAdder.__init__'s mixed_with_decode_tokens): add_one_req
+# chunks [0, floor_4(7)) = [0, 4) beside request 1's decode; add_chunked_req does not page-floor its
+# chunk: min(rc = 7, rem_total, rem_swa - ps) = 7, [4, 11); the next pass defers it (its lock covers
+# [0, 8), rem_swa - ps = 4 + 0 - 4 = 0 <= 0, #23174) and request 1 decodes alone. Request 0 is parked
+# outside every batch with P = floor_4(11) = 8 and A = 11: it owns [8, 12) of each pool. The pre-#37502
 # check counts only last_batch / running_batch (0.5.18:managers/scheduler_components/invariant_checker.py),
-# so it misses those 4 tokens: "Mem Leak Detected" with no leak (a busy-check false alarm).
+# so it misses those 4 tokens: "Mem Leak Detected" with no leak (a busy-check false alarm). Every
+# release's server_args asserts chunked_prefill_size % page_size == 0, so a parked chunk ends off a page
+# only where the chunk budget is cut below the chunk size: the mixed-chunk reserve here.
 S_F6 = Config(
-    name="radix_flags_f6", doc="", num_reqs=2, page_size=4, hybrid_swa=True, chunked_prefill=True, private_atoms=4,
-    bounds={"full_tokens": (256, 256), "swa_tokens": (20, 20), "sliding_window_size": (8, 8), "input_len": (20, 20),
-            "max_new_tokens": (3, 10), "chunked_prefill_size": (6, 6), "req_pool_size": (2, 2),
+    name="radix_flags_f6", doc="", num_reqs=2, page_size=4, hybrid_swa=True, chunked_prefill=True, mixed_chunk=True,
+    private_atoms=4,
+    bounds={"full_tokens": (256, 256), "swa_tokens": (24, 24), "sliding_window_size": (8, 8), "input_len": (20, 20),
+            "max_new_tokens": (3, 10), "chunked_prefill_size": (8, 8), "req_pool_size": (2, 2),
             "max_prefill_tokens": (4096, 4096)},
 )
 PICKS_F6 = [{"recv.arrive[1]": True}, ARRIVE0, {}, {}]
@@ -230,8 +237,8 @@ def test_busy_check_chunked_req_finding_6(flag: str | None, fired: bool) -> None
     run = drive(S_F6, CURRENT.with_fix("busy_check_chunked_req", flag), PICKS_F6, input_len=(20, 4), max_new_tokens=(3, 10))
     s, b = run.states[4], run.busy(4)
     assert s.status == (2, 3) and not s.in_last_batch[0]  # chunked (parked), running
-    assert (s.kv_allocated_len[0], s.kv_committed_len[0], s.cache_protected_len[0]) == (10, 10, 8)
-    assert s.kv_committed_len[1] == 5 and s.last_batch == 2  # request 1 decoded
+    assert (s.kv_allocated_len[0], s.kv_committed_len[0], s.cache_protected_len[0]) == (11, 11, 8)
+    assert s.kv_committed_len[1] == 7 and s.last_batch == 2  # request 1 decoded alone
     assert b.terms["uncached"] == (4 if flag is None else 8)  # request 1's [4, 8), plus request 0's [8, 12)
     assert b.terms["sum"] == (252 if flag is None else 256) and b.fired is fired
     x = run.ctx()
