@@ -80,6 +80,8 @@ def request_lengths(x: Ctx, s: State) -> Any:
         c.append(x.implies(holds, x.and_(P >= 0, P <= C, C <= A, E >= 0, x.page_aligned(P), x.page_aligned(E), E <= C)))
         if x.cfg.spec is None:
             c.append(x.implies(holds, A == C))
+        else:  # only a decode step over-allocates (spec v2's C + 2a): a chunk's extend ends at its C
+            c.append(x.implies(chunk, A == C))
         # C = fill - 1 is `prompt_prefilled`'s to say: since the #31681 chunk-cap hatch a request whose
         # truncated chunk lost the adder's new_chunked_req slot runs with C < fill - 1 (a finding)
         c.append(x.implies(run, x.and_(C <= fill - 1, s.output_len[r] >= 1)))
@@ -315,7 +317,10 @@ def request_rows(x: Ctx, s: State) -> Any:
     request, which inserts with E = P, never frees SWA slots it released.) With
     `unfinished_swa_release` its stashes release SWA below E' <= floor(C) and (`path`) set
     P := floor(C): E <= P (the `rematch` variant can end P short of E': then the lemma is false and
-    not used). A request that has not arrived yet has inserted nothing: its private chain is empty
+    not used). With `swa_branching_insert` (v0.5.20) a stash cut at the match's branching point sets
+    P := branching and then releases from C - 1, which can pass P (a request re-admitted past its own
+    SWA-tombstoned chain, then chunked beyond the branching point by more than the window): then
+    P > 0, the branching point is forgotten and E <= floor(C), until the next stash sets P := floor(C). A request that has not arrived yet has inserted nothing: its private chain is empty
     (only r inserts into it). Without a tree (`chunk_cache`) each extend first releases the request's
     out-of-window SWA, a chunked one's too: its E is within its C."""
     c = []
@@ -327,6 +332,13 @@ def request_rows(x: Ctx, s: State) -> Any:
         if x.cfg.slot_of(r) is None:
             if x.cfg.chunk_cache:  # each extend releases the chunked request's out-of-window SWA (P = 0)
                 c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] <= s.kv_committed_len[r]))
+            elif x.cfg.hybrid_swa and x.on("unfinished_swa_release") and x.on("swa_branching_insert"):
+                # a stash cut at the branching point sets P := branching > 0, forgets the branching
+                # point and releases from C - 1: E may pass P, never floor(C); the next stash sets
+                # P := floor(C) >= E again
+                E, P = s.swa_evicted_seqlen[r], s.cache_protected_len[r]
+                cut = x.and_(s.swa_branching_seqlen[r] == 0, P > 0, E <= x.floor_page(s.kv_committed_len[r]))
+                c.append(x.implies(st == CHUNKED, x.or_(E <= P, cut)))
             elif x.cfg.hybrid_swa and x.on("unfinished_swa_release"):
                 c.append(x.implies(st == CHUNKED, s.swa_evicted_seqlen[r] <= s.cache_protected_len[r]))
             else:
