@@ -79,7 +79,8 @@ class Run:
         self.lines: "queue.Queue[str | None]" = queue.Queue()
         self.err: list[str] = []
         self.out: list[str] = []
-        threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, self.lines), daemon=True).start()
+        self.err_thread = threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, self.lines), daemon=True)
+        self.err_thread.start()
         self.out_thread = threading.Thread(target=self._pump, args=(self.proc.stdout, self.out, None), daemon=True)
         self.out_thread.start()
 
@@ -128,7 +129,10 @@ class Run:
             self.kill()
             raise AssertionError(f"kvmc did not stop within {STOP_BOUND_S * 6} s of {signal.Signals(sig).name}") from None
         took = time.monotonic() - t0
+        # both pipes to their end: on a loaded machine the stderr reader may not have the last line
+        # yet when the process is reaped (a CI run saw the heartbeat before it as "the last line")
         self.out_thread.join(10)
+        self.err_thread.join(10)
         return rc, took, before
 
     def kill(self) -> None:
