@@ -320,8 +320,9 @@ def request_rows(x: Ctx, s: State) -> Any:
     not used). With `swa_branching_insert` (v0.5.20) a stash cut at the match's branching point sets
     P := branching and then releases from C - 1, which can pass P (a request re-admitted past its own
     SWA-tombstoned chain, then chunked beyond the branching point by more than the window): then
-    P > 0, the branching point is forgotten and E <= floor(C), until the next stash sets P := floor(C). A request that has not arrived yet has inserted nothing: its private chain is empty
-    (only r inserts into it). Without a tree (`chunk_cache`) each extend first releases the request's
+    P > 0, the branching point is forgotten and E <= floor(C), until the next stash sets
+    P := floor(C). A request that has not arrived yet has inserted nothing: its private chain is
+    empty (only r inserts into it). Without a tree (`chunk_cache`) each extend first releases the request's
     out-of-window SWA, a chunked one's too: its E is within its C."""
     c = []
     for r in range(x.cfg.num_reqs):
