@@ -114,3 +114,17 @@ def test_a_recorded_sweep_runs_real_jobs_and_its_simulation_matches_its_own_wall
     assert total <= rows[1]["predicted_s"] + 0.1 and rows[1]["measured_s"] == rec["wall_s"]
     assert rows[16]["speedup"] <= 2.0  # two jobs cannot go faster than the longer one
     assert "predicted at 16 workers: " in sweep.SUMMARY(sweep.measured(rec) + sweep.simulate(rec)).lower()
+
+
+def test_the_depth_benchmark_reports_the_depth_its_run_finished() -> None:
+    """bench/depth.py keeps the depths its child process finished before the budget: `small`
+    reaches depth 2 well within a minute; a budget too short for any depth reports none and a
+    missed target, never a depth it did not finish."""
+    from bench import depth
+
+    row = depth.depth_row("small", 2, "test", 120.0)
+    assert row["depth_reached"] == 2 and row["met"] is True and not row["error"], row
+    assert "2: " in row["seconds_per_depth"]
+    cut = depth.depth_row("hybrid_swa_hicache", 6, "test", 0.01)
+    assert cut["depth_reached"] is None and cut["met"] is False
+    assert "no depth reached, target missed" in depth.SUMMARY([cut])
