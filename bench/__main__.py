@@ -8,6 +8,9 @@ that carry `chart`, `series`, `x` and `y` are also plotted: one panel per `chart
 `series` (bars when `x` is a string); `xlabel`, `ylabel`, `logx`, `logy` style the panel. A module
 may also define `SUMMARY(rows) -> str`, a paragraph printed above its table (ratios, targets met).
 
+With `--only`, the sections of results.md that were not re-run are written back as they stood,
+notes added by hand included.
+
 Speed goals are ratios measured in one run (the machines are noisy); absolute seconds are for
 reading, not for asserting.
 """
@@ -167,12 +170,35 @@ def machine() -> str:
     return (f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, z3 {zv}")
 
 
-def render(sections: dict[str, dict[str, Any]], out: Path) -> bool:
-    """results.md, results.json and results.png from the modules' sections; True if a plot was drawn."""
+def md_sections(text: str) -> dict[str, str]:
+    """A results.md's module sections ("## name" up to the next one), as written, by name."""
+    out: dict[str, str] = {}
+    name, lines = None, []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            if name is not None:
+                out[name] = "\n".join(lines).rstrip() + "\n"
+            name, lines = line[3:].strip(), [line]
+        elif name is not None:
+            lines.append(line)
+    if name is not None:
+        out[name] = "\n".join(lines).rstrip() + "\n"
+    return out
+
+
+def render(sections: dict[str, dict[str, Any]], out: Path, kept: dict[str, str] | None = None) -> bool:
+    """results.md, results.json and results.png from the modules' sections; True if a plot was drawn.
+    `kept`: sections of the previous results.md that were not re-run, written back as they were (with
+    whatever was added to them by hand, or written there by a module's own script), not rebuilt
+    from results.json."""
     md = ["# kvmc benchmarks", "",
           "Written by `python -m bench` (bench/__main__.py). Speed goals are read as ratios within one run; "
           "absolute seconds depend on the machine's load.", ""]
-    for name in sorted(sections):
+    kept = kept or {}
+    for name in sorted(set(sections) | set(kept)):
+        if name in kept:
+            md += [kept[name]]
+            continue
         sec = sections[name]
         md += [f"## {name}", "", f"`python -m bench{' --quick' if sec['quick'] else ''} --only {name}`: {sec['seconds']:.0f} s "
                f"on {sec['when']} — {sec['machine']}.", ""]
@@ -202,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     # --only re-runs some modules and keeps the others' last results (results.json), so one module's
     # run never erases another's section
     sections: dict[str, dict[str, Any]] = {}
+    kept: dict[str, str] = {}
     prev = out / "results.json"
     if args.only and prev.exists():
         try:
@@ -209,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             sections = {k: v for k, v in old.items() if isinstance(v, dict) and "rows" in v and k in names}
         except (json.JSONDecodeError, AttributeError):
             sections = {}
+        if (out / "results.md").exists():  # the sections not re-run keep their text, notes included
+            kept = {k: v for k, v in md_sections((out / "results.md").read_text()).items() if k not in args.only}
     for name in args.only or names:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         rows, summary, secs = run_module(name, args.quick)
@@ -216,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         sections[name] = {"rows": rows, "summary": summary, "seconds": secs, "quick": args.quick,
                           "when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
-    plotted = render(sections, out)
+    plotted = render(sections, out, kept)
     print(f"bench: wrote {out / 'results.md'}" + (f" and {out / 'results.png'}" if plotted else ""), file=sys.stderr)
     return 0
 

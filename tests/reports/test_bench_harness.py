@@ -70,6 +70,27 @@ def test_render_keeps_every_module_section(tmp_path: Path) -> None:
     assert set(json.loads((tmp_path / "results.json").read_text())) == {"bmc", "replay"}
 
 
+def test_only_keeps_the_hand_written_text_of_the_sections_it_did_not_run(tmp_path: Path, monkeypatch) -> None:
+    """`--only replay` rebuilds the replay section and writes every other one back as it stood in
+    results.md, a note added there by hand included (it is in no results.json)."""
+    import json
+
+    sec = {"when": "then", "machine": "m", "quick": False, "seconds": 1.0}
+    harness.render({"bmc": {**sec, "rows": [{"case": "a", "s": 1.0}], "summary": "- bmc line"},
+                    "replay": {**sec, "rows": [{"case": "b", "steps_per_s": 10.0}], "summary": ""}}, tmp_path)
+    md = (tmp_path / "results.md").read_text()
+    note = "A note by hand: depth 3 took 530 s on one core."
+    (tmp_path / "results.md").write_text(md.replace("- bmc line\n", "- bmc line\n\n" + note + "\n"))
+    monkeypatch.setattr(harness, "discover", lambda: ["bmc", "replay"])
+    monkeypatch.setattr(harness, "run_module", lambda name, quick: ([{"case": "b", "steps_per_s": 20.0}], "", 2.0))
+    assert harness.main(["--only", "replay", "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "results.md").read_text()
+    assert note in md and "- bmc line" in md and "| a | 1 |" in md
+    assert "| b | 20 |" in md and "| b | 10 |" not in md
+    assert md.index("## bmc") < md.index(note) < md.index("## replay")
+    assert json.loads((tmp_path / "results.json").read_text())["replay"]["rows"][0]["steps_per_s"] == 20.0
+
+
 def test_the_proof_benchmark_counts_only_verdicts_that_cover_depth_20() -> None:
     """bench/proof.py reads the plain check's JSON: `small` is proved whole (every safety property,
     every depth); a run cut off by its budget is reported so, with no time."""
