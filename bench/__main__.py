@@ -172,18 +172,15 @@ def machine() -> str:
 
 def md_sections(text: str) -> dict[str, str]:
     """A results.md's module sections ("## name" up to the next one), as written, by name."""
-    out: dict[str, str] = {}
-    name, lines = None, []
+    lines: dict[str, list[str]] = {}
+    name = None
     for line in text.splitlines():
         if line.startswith("## "):
-            if name is not None:
-                out[name] = "\n".join(lines).rstrip() + "\n"
-            name, lines = line[3:].strip(), [line]
-        elif name is not None:
-            lines.append(line)
-    if name is not None:
-        out[name] = "\n".join(lines).rstrip() + "\n"
-    return out
+            name = line[3:].strip()
+            lines[name] = []
+        if name is not None:
+            lines[name].append(line)
+    return {n: "\n".join(ls).rstrip() + "\n" for n, ls in lines.items()}
 
 
 def render(sections: dict[str, dict[str, Any]], out: Path, kept: dict[str, str] | None = None) -> bool:
