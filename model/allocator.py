@@ -1,10 +1,13 @@
 """Token allocators: `TokenToKVPoolAllocator` (page_size 1), `PagedTokenToKVPoolAllocator`,
-`SWATokenToKVPoolAllocator` (hybrid SWA: a full and an SWA sub-allocator of the same page size),
-`ReqToTokenPool`, and `evict_from_tree_cache`.
+`SWATokenToKVPoolAllocator` (hybrid SWA: a full and an SWA sub-allocator of the same page size, or
+from v0.5.20 the per-request SWA ring), and the device allocation of a HiCache load-back.
 
-SGLang files: `mem_cache/allocator.py` (v0.5.10-0.5.12; `mem_cache/allocator/{token,paged,swa}.py`
-since #26676), `mem_cache/swa_memory_pool.py`, `mem_cache/memory_pool.py::ReqToTokenPool`,
-`mem_cache/common.py::evict_from_tree_cache` (sglang @ d55f1c28).
+SGLang files, v0.5.10.post1 .. 0.5.23: `mem_cache/allocator.py` and `mem_cache/swa_memory_pool.py`
+(`SWATokenToKVPoolAllocator`) up to v0.5.12; `mem_cache/allocator/{token,paged,swa}.py` since
+#26676 (v0.5.13; `swa_memory_pool.py` keeps `SWAKVPool`); `managers/cache_controller.py` (the
+load-back). `ReqToTokenPool` is its free-row count `req_pool_available` (taken and given back in
+model/schedule_batch.py and model/session.py; here it sizes the SWA ring). The eviction an
+allocation asks for first, `mem_cache/common.py::evict_from_tree_cache`, is model/radix_cache.py's.
 
 Abstracted: the free lists themselves. An allocator is its available size in tokens (always a page
 multiple for paged allocators, since `free` releases whole pages); `need_sort` / release pages and
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import radix_cache
 from .state import State
 from .transition import Ctx, transition
 
@@ -122,26 +124,3 @@ def available_size(x: Ctx, s: State) -> Any:
     if swa_paged(x):
         return x.min(s.full_available, s.swa_available)
     return s.full_available
-
-
-@transition(
-    "mem_cache/common.py::evict_from_tree_cache",
-    modifies=(
-        "full_available",
-        "swa_available",
-        "node_len",
-        "node_device",
-        "node_swa_tombstone",
-    ),
-)
-def evict_from_tree_cache(x: Ctx, s: State, num_tokens: Any, site: str, extra_locks: tuple = ()) -> State:
-    """Evict from the tree until `num_tokens` fit in each pool, or nothing evictable is left.
-
-    Hybrid SWA: `tree.evict(full=max(0, N - avail_F), swa=max(0, N - avail_S))`. Plain: the
-    shortfall `N - avail` (`evict_shortfall`, #32016, v0.5.17); before it the whole `N` whenever
-    `avail < N` (mem_cache/common.py::evict_from_tree_cache, v0.5.13), which evicts more."""
-    full_need = x.clamp0(num_tokens - s.full_available)
-    if not x.cfg.hybrid_swa and not x.on("evict_shortfall"):
-        full_need = x.ite(s.full_available < num_tokens, num_tokens, 0)
-    swa_need = x.clamp0(num_tokens - swa_available_size(x, s)) if x.cfg.hybrid_swa else 0
-    return radix_cache.evict(x, s, full_need, swa_need, site, extra_locks)

@@ -1,10 +1,12 @@
 """Bounded instances of the model: the static part (`Config`) and the symbolic constants (`Params`).
 
 A `Config` fixes what must be a Python constant for the encoding to stay linear: the number of
-request slots, the page size, which features are on (hybrid SWA, HiCache, chunked prefill,
-streaming sessions, EAGLE topk>1), and the *shape* of the radix tree. Everything else (pool sizes,
-window, chunk size, prompt and output lengths, the warm prefix) is a `Params` value: a z3 variable
-within the config's bounds for the symbolic engine, one concrete point of the bounds for the others.
+request slots, the page size, which features are on (hybrid SWA and its per-request SWA ring,
+HiCache, chunked prefill, mixed chunk, the chunk cache, streaming sessions, EAGLE v1 or spec v2,
+forced retraction, an over-long prompt), and the *shape* of the radix tree. Everything else
+(pool sizes, window, chunk size, prompt and output lengths, the warm prefix) is a `Params` value: a
+z3 variable within the config's bounds for the symbolic engine, one concrete point of the bounds
+for the others.
 
 Tree shape (an abstraction, see model/radix_cache.py): the tree is a set of *atoms* at fixed
 positions. Atoms `0 .. warm_atoms-1` form the warm prefix chain (traffic served before the trace

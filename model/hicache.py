@@ -1,7 +1,8 @@
 """HiCache load-back: `init_load_back` (mem_cache/hiradix_cache.py::HiRadixCache.init_load_back and
 mem_cache/unified_radix_cache.py::UnifiedRadixCache.init_load_back, with
 managers/cache_controller.py / hybrid_cache/hybrid_cache_controller.py) and `loading_check`.
-sglang @ d55f1c28; the SWA accounting is the one #27391 (fe548f36) reasons about.
+HiRadixCache up to v0.5.20 (hiradix_cache.py is gone in 0.5.21), UnifiedRadixCache's in 0.5.23;
+the SWA accounting is the one #27391 (fe548f36) reasons about.
 
 Modelled: the host hit (nodes evicted from the device but backed up) is loaded back synchronously
 for admission: Full device slots for every host node, SWA device slots only for the host nodes

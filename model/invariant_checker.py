@@ -3,7 +3,7 @@ and completeness kvmc checks against the ownership ledger (specs/properties.py).
 
 SGLang: managers/scheduler_runtime_checker_mixin.py (<= v0.5.12: `self_check_during_busy`,
 `_get_total_uncached_sizes`, `_check_pool_invariant`), managers/scheduler_components/
-invariant_checker.py + pool_stats_observer.py (since #25624); sglang @ d55f1c28, digest section 1.
+invariant_checker.py + pool_stats_observer.py (since #25624, v0.5.13; as in 0.5.23); digest section 1.
 
 At the end of an iteration that ran a batch, for each pool X:
     avail_X + evictable_X + protected_X + session_held_X + uncached_X == total_X

@@ -1,6 +1,6 @@
-"""`PrefillAdder` (python/sglang/srt/managers/schedule_policy.py @ d55f1c28): the admission budgets
-of one prefill pass, `add_one_req`, `add_chunked_req`, `_update_prefill_budget`,
-`_swa_budget_for_req` and `budget_state`.
+"""`PrefillAdder` (python/sglang/srt/managers/schedule_policy.py, v0.5.10.post1 .. 0.5.23; its
+budgets in mem_cache/prefill_budget.py from v0.5.21): the admission budgets of one prefill pass,
+`add_one_req`, `add_chunked_req`, `_update_prefill_budget`, `_swa_budget_for_req` and `budget_state`.
 
 The budgets are live properties of the allocator and the tree (`rem_total_tokens`,
 `cur_rem_tokens`, `rem_swa_tokens` re-read at every use), so a temporary lock or a HiCache load-back

@@ -1,8 +1,13 @@
 """The radix tree: `RadixCache`, `SWARadixCache`, and the HiCache residency of `HiRadixCache` /
-`UnifiedRadixCache` (host copies, evicted-but-backed-up nodes).
+`UnifiedRadixCache` (host copies, evicted-but-backed-up nodes); the eviction an allocation asks for
+(`evict_from_tree_cache`) and the release of a request's out-of-window SWA slots
+(`free_swa_out_of_window_slots`).
 
-SGLang files (sglang @ d55f1c28; paths under python/sglang/srt/): `mem_cache/radix_cache.py`,
-`mem_cache/swa_radix_cache.py`, `mem_cache/hiradix_cache.py`, `mem_cache/unified_radix_cache.py`.
+SGLang files (paths under python/sglang/srt/): `mem_cache/radix_cache.py`, `mem_cache/common.py`;
+`mem_cache/swa_radix_cache.py` and `mem_cache/hiradix_cache.py` up to v0.5.20 (removed in 0.5.21);
+`mem_cache/unified_radix_cache.py` (v0.5.11+) with `mem_cache/unified_cache/` (v0.5.17+), which
+builds the hybrid-SWA tree from v0.5.16 and, in 0.5.23, the tree of every kvmc config
+(mem_cache/registry.py::default_radix_cache_factory).
 
 Modelled: node lengths and residency; SWA tombstones; locks with SGLang's walk (full lock from the
 node to the root; SWA lock from the node upward while fewer than W SWA tokens are locked, whole
@@ -514,6 +519,29 @@ def evict(x: Ctx, s: State, full_need: Any, swa_need: Any, site: str, extra_lock
         with x.scope(site):
             s = x.checkpoint(f"evicted[{a}]", s)
     return s
+
+
+@transition(
+    "mem_cache/common.py::evict_from_tree_cache",
+    modifies=(
+        "full_available",
+        "swa_available",
+        "node_len",
+        "node_device",
+        "node_swa_tombstone",
+    ),
+)
+def evict_from_tree_cache(x: Ctx, s: State, num_tokens: Any, site: str, extra_locks: tuple = ()) -> State:
+    """Evict from the tree until `num_tokens` fit in each pool, or nothing evictable is left.
+
+    Hybrid SWA: `tree.evict(full=max(0, N - avail_F), swa=max(0, N - avail_S))`. Plain: the
+    shortfall `N - avail` (`evict_shortfall`, #32016, v0.5.17); before it the whole `N` whenever
+    `avail < N` (mem_cache/common.py::evict_from_tree_cache, v0.5.13), which evicts more."""
+    full_need = x.clamp0(num_tokens - s.full_available)
+    if not x.cfg.hybrid_swa and not x.on("evict_shortfall"):
+        full_need = x.ite(s.full_available < num_tokens, num_tokens, 0)
+    swa_need = x.clamp0(num_tokens - allocator.swa_available_size(x, s)) if x.cfg.hybrid_swa else 0
+    return evict(x, s, full_need, swa_need, site, extra_locks)
 
 
 def evictable_left(x: Ctx, s: State, extra_locks: Sequence[Locker] = ()) -> tuple[Any, Any]:

@@ -1,9 +1,11 @@
-"""`ScheduleBatch` steps and the release path: `_evict_swa`, `alloc_for_extend` /
-`prepare_for_extend`, `check_decode_mem`, `retract_decode`, `alloc_for_decode` /
-`prepare_for_decode`, and `release_kv_cache` (mem_cache/common.py).
+"""`ScheduleBatch` steps and the release path: `_evict_swa` / `maybe_evict_swa`, `alloc_for_extend` /
+`prepare_for_extend`, the decode step's page demand (`new_tokens_required_next_decode`, spec v2's
+`_new_tokens_required_next_decode_spec_v2`), `check_decode_mem`, `retract_decode`,
+`alloc_for_decode` / `prepare_for_decode`, and `release_kv_cache`.
 
-SGLang: managers/schedule_batch.py, mem_cache/common.py (allocation moved to mem_cache/allocation.py
-in v0.5.16), sglang @ d55f1c28.
+SGLang, v0.5.10.post1 .. 0.5.23: managers/schedule_batch.py, mem_cache/common.py
+(`release_kv_cache`; the allocations moved to mem_cache/allocation.py in v0.5.16), and the
+spec v2 sizing of mem_cache/allocation_sizing.py (model/allocation_sizing.py).
 
 Abstracted: a batch is a set of request slots (its order is the slot order). `_evict_swa` fires
 whenever the scheduler may call it in a decode step (a choice): SGLang's trigger (every W decode
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import allocator, radix_cache, session, speculative
+from . import allocation_sizing, allocator, radix_cache, session
 from .state import (
     FINISHED,
     OOM_DECODE,
@@ -158,7 +160,7 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
     need = x.sum(x.ite(batch[r], needs[r], 0) for r in range(R))
 
     def allocate() -> State:
-        s1 = x.checkpoint("evicted for extend", allocator.evict_from_tree_cache(x, s, evict_for, "evict"))
+        s1 = x.checkpoint("evicted for extend", radix_cache.evict_from_tree_cache(x, s, evict_for, "evict"))
         ok = allocator.extend_fits(x, s1, need, ext_total, bs)
 
         def done() -> State:
@@ -182,17 +184,27 @@ def alloc_for_extend(x: Ctx, s: State, batch: tuple, prefix: tuple, extend: tupl
     return x.branch(slots_ok, allocate, lambda: s.set(oom=OOM_REQ_SLOTS))
 
 
+@transition("managers/schedule_batch.py::ScheduleBatch._new_tokens_required_next_decode_spec_v2", modifies=())
+def spec_v2_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
+    """`ScheduleBatch._new_tokens_required_next_decode_spec_v2`: sum of ceil(A') - ceil(A), the
+    pages the paged extend A -> A' takes."""
+    R = x.cfg.num_reqs
+    return x.sum(
+        x.ite(batch[r], x.ceil_page(allocation_sizing.spec_v2_alloc_len(x, s, r)) - x.ceil_page(s.kv_allocated_len[r]), 0) for r in range(R)
+    )
+
+
 @transition("managers/schedule_batch.py::ScheduleBatch.new_tokens_required_next_decode", modifies=())
 def decode_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
     """`new_tokens_required_next_decode`: a page for each request whose KV ends on a page boundary;
     with EAGLE v1 `bs * max(L'*k, D')` (page-rounded for page_size > 1); with spec v2
-    `_new_tokens_required_next_decode_spec_v2` (model/speculative.py)."""
+    `_new_tokens_required_next_decode_spec_v2` (above)."""
     R = x.cfg.num_reqs
     ps = x.ps
     bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
     spec = x.cfg.spec
     if spec is not None and spec.version == 2:
-        return speculative.spec_v2_tokens_needed(x, s, batch)
+        return spec_v2_tokens_needed(x, s, batch)
     if spec is not None:
         L, k, D = spec.num_steps, spec.topk, spec.num_draft_tokens
         if ps > 1:
@@ -212,7 +224,7 @@ def decode_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
 def check_decode_mem(x: Ctx, s: State, batch: tuple, site: str) -> tuple[State, Any]:
     """Evict for the next decode step's pages, then compare `available_size()` with the need."""
     need = decode_tokens_needed(x, s, batch)
-    s = allocator.evict_from_tree_cache(x, s, need, site)
+    s = radix_cache.evict_from_tree_cache(x, s, need, site)
     return s, allocator.available_size(x, s) >= need
 
 
@@ -289,7 +301,7 @@ def retract_decode(x: Ctx, s: State, fits: Any, forced: Any) -> State:
                 )
                 with x.scope(f"retract[{it}].victim[{r}]"):
                     rest = x.sum(x.ite(x.and_(kept[q], q != r), 1, 0) for q in range(R))
-                    return allocator.evict_from_tree_cache(x, s1, rest * x.cfg.retract_decode_steps, "evict")
+                    return radix_cache.evict_from_tree_cache(x, s1, rest * x.cfg.retract_decode_steps, "evict")
 
             s = x.branch(victims[r], retract, lambda: s)
         kept = tuple(x.and_(kept[r], x.not_(victims[r])) for r in range(R))
@@ -313,7 +325,7 @@ def alloc_for_decode(x: Ctx, s: State, batch: tuple) -> State:
         s = maybe_evict_swa(x, s, batch)
     bs = x.sum(x.ite(batch[r], 1, 0) for r in range(R))
     need = decode_tokens_needed(x, s, batch)
-    s = allocator.evict_from_tree_cache(x, s, bs * ps, "evict")
+    s = radix_cache.evict_from_tree_cache(x, s, bs * ps, "evict")
     ok = allocator.can_alloc(x, s, need)
 
     def done() -> State:

@@ -1,8 +1,9 @@
 """Streaming sessions: `SessionSlot.save_from_req`, `SessionSlot.restore_to_req` (with the prefix
 rule of `match_prefix`), and `release_session`.
 
-SGLang: mem_cache/session_aware_cache.py (`SessionAwareCache`, the file #22213/#22753/#22862 change),
-later session/streaming_session.py (`StreamingSession`); sglang @ d55f1c28.
+SGLang: mem_cache/session_aware_cache.py (`SessionAwareCache`, the file #22213/#22753/#22862 change)
+in v0.5.10.post1; session/streaming_session.py (`SessionSlot`, `StreamingSession`) from v0.5.11,
+owned by UnifiedRadixCache from v0.5.22 (`release_session` there), as in 0.5.23.
 
 A session slot keeps the KV of the previous turn in the request's req_to_token row: the row index
 (`req_pool_idx`), `kv_committed_len`, `kv_allocated_len`, `swa_evicted_seqlen`, and from the first

@@ -17,7 +17,7 @@ Per running request with committed length s (= C):
 v2 — SGLang v0.5.13+: speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.18:897-970;
 `eagle_info_v2.py::prepare_for_decode` in v0.5.13-0.5.14), the sizing in
 mem_cache/allocation_sizing.py (`get_alloc_len_per_decode`, `get_alloc_reserve_per_decode`,
-v0.5.18:10-47), the commit in managers/scheduler_components/batch_result_processor.py
+v0.5.18:10-47; model/allocation_sizing.py), the commit in managers/scheduler_components/batch_result_processor.py
 (`kv_committed_len += accepted`) and the release in mem_cache/common.py
 (`_release_overallocated_kv_indices`). Per running request, with reserve 2a
 (a = `get_alloc_len_per_decode()`):
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import allocator, enqueue
+from . import allocator, allocation_sizing, enqueue, radix_cache, schedule_batch
 from .state import OOM_DECODE, State
 from .transition import Ctx, transition
 
@@ -79,14 +79,14 @@ def eagle_decode_step(x: Ctx, s: State, batch: tuple) -> State:
     assert spec is not None
     R, D = x.cfg.num_reqs, spec.num_draft_tokens
     draft = x.sum(x.ite(batch[r], draft_tokens(x, s, r), 0) for r in range(R))
-    s = allocator.evict_from_tree_cache(x, s, draft, "draft.evict")
+    s = radix_cache.evict_from_tree_cache(x, s, draft, "draft.evict")
     draft_ok = allocator.can_alloc(x, s, draft)
     verify = x.sum(
         x.ite(batch[r], x.ceil_page(s.kv_committed_len[r] + D) - x.ceil_page(s.kv_committed_len[r]), 0) for r in range(R)
     )
 
     def run_verify() -> State:
-        s1 = allocator.evict_from_tree_cache(x, s, verify, "verify.evict")
+        s1 = radix_cache.evict_from_tree_cache(x, s, verify, "verify.evict")
         ok = allocator.can_alloc(x, s1, verify)
 
         def accept() -> State:
@@ -111,37 +111,6 @@ def eagle_decode_step(x: Ctx, s: State, batch: tuple) -> State:
 
 
 # -- spec v2 -------------------------------------------------------------------------------------
-@transition("mem_cache/allocation_sizing.py::get_alloc_len_per_decode", modifies=())
-def alloc_len_per_decode(x: Ctx) -> int:
-    """`allocation_sizing.get_alloc_len_per_decode()` (v0.5.16+): max(L*k, D), or for a draft tree
-    at page > 1 the page-aligned footprint of each of the k branches, ceil((ps - 1 + L) / ps) pages."""
-    spec = x.cfg.spec
-    assert spec is not None
-    L, k, D, ps = spec.num_steps, spec.topk, spec.num_draft_tokens, x.ps
-    if ps == 1 or k == 1:
-        return max(L * k, D)
-    return max(-(-(ps - 1 + L) // ps) * ps * k, D)
-
-
-@transition("mem_cache/allocation_sizing.py::page_aligned_decode_alloc_lens (v0.5.19+)", modifies=())
-def spec_v2_alloc_len(x: Ctx, s: State, r: int) -> Any:
-    """A' = max(A, ceil(C + 2a)): the row length request r is over-allocated to this decode step."""
-    target = s.kv_committed_len[r] + 2 * alloc_len_per_decode(x)
-    if x.on("spec_v2_page_align"):
-        target = x.ceil_page(target)
-    return x.max(s.kv_allocated_len[r], target)
-
-
-@transition("managers/schedule_batch.py::ScheduleBatch._new_tokens_required_next_decode_spec_v2", modifies=())
-def spec_v2_tokens_needed(x: Ctx, s: State, batch: tuple) -> Any:
-    """`ScheduleBatch._new_tokens_required_next_decode_spec_v2`: sum of ceil(A') - ceil(A), the
-    pages the paged extend A -> A' takes."""
-    R = x.cfg.num_reqs
-    return x.sum(
-        x.ite(batch[r], x.ceil_page(spec_v2_alloc_len(x, s, r)) - x.ceil_page(s.kv_allocated_len[r]), 0) for r in range(R)
-    )
-
-
 @transition(
     "speculative/eagle_utils.py::eagle_prepare_for_decode (v0.5.18) + the spec v2 verify commit",
     modifies=(
@@ -154,11 +123,9 @@ def spec_v2_decode_step(x: Ctx, s: State, batch: tuple) -> State:
     the RuntimeError), then verify: accept a tokens, C += a. Nothing is freed."""
     R, D = x.cfg.num_reqs, x.cfg.spec.num_draft_tokens  # type: ignore[union-attr]
     if x.cfg.hybrid_swa:
-        from . import schedule_batch  # it imports this module
-
         s = schedule_batch.maybe_evict_swa(x, s, batch)
-    nxt = [spec_v2_alloc_len(x, s, r) for r in range(R)]
-    need = spec_v2_tokens_needed(x, s, batch)
+    nxt = [allocation_sizing.spec_v2_alloc_len(x, s, r) for r in range(R)]
+    need = schedule_batch.spec_v2_tokens_needed(x, s, batch)
     # `if num_needed_tokens > 0`: alloc_token_slots (page 1) evicts exactly Σ(A' - A);
     # alloc_paged_token_slots_extend evicts that plus a page per request
     raw = x.sum(x.ite(batch[r], nxt[r] - s.kv_allocated_len[r], 0) for r in range(R))
@@ -167,7 +134,7 @@ def spec_v2_decode_step(x: Ctx, s: State, batch: tuple) -> State:
         evict_for = x.ite(raw > 0, raw_paged, 0)
     else:
         evict_for = raw
-    s = allocator.evict_from_tree_cache(x, s, evict_for, "alloc.evict")
+    s = radix_cache.evict_from_tree_cache(x, s, evict_for, "alloc.evict")
     ok = allocator.can_alloc(x, s, need)
 
     def verify() -> State:

@@ -2,7 +2,8 @@
 
 SGLang: managers/scheduler.py (`event_loop_normal`, `recv_requests`, `process_input_requests`,
 `get_next_batch_to_run`, `get_new_batch_prefill`, `update_running_batch`, `run_batch`,
-`process_batch_result_prefill` / `_decode`), sglang @ d55f1c28.
+`process_batch_result_prefill` / `_decode`, in managers/scheduler_components/
+batch_result_processor.py since v0.5.13), v0.5.10.post1 .. 0.5.23.
 
 An iteration: receive requests (arrivals, the next turn of a streaming session, session closes);
 release finished load-backs; stash the chunked request if the last batch was an extend; run the

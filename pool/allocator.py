@@ -1,6 +1,7 @@
 """Token allocators and the request-to-token table, on torch tensors.
 
-Implements (in our own code) the mechanisms of SGLang @ d55f1c28, python/sglang/srt/mem_cache/:
+Implements (in our own code) the mechanisms of SGLang 0.5.10.post1 .. 0.5.23 (where releases
+differ, the design's flags choose, as in model/), python/sglang/srt/mem_cache/ as 0.5.23 has it:
 * `allocator/token.py::TokenToKVPoolAllocator` and `allocator/paged.py::PagedTokenToKVPoolAllocator`
   (one class here, `PagedAllocator`: page_size 1 is the token allocator): a free list of page
   indices (page 0 reserved for padded writes), `alloc`, `alloc_extend` (fill the partial last page

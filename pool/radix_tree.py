@@ -1,6 +1,7 @@
 """A radix tree of KV indices with SGLang's locking, SWA tombstones, HiCache residency and eviction.
 
-Implements (our own code) the mechanisms of SGLang @ d55f1c28, python/sglang/srt/mem_cache/:
+Implements (our own code) the mechanisms of SGLang 0.5.10.post1 .. 0.5.23 (where releases differ,
+the design's flags choose, as in model/), python/sglang/srt/mem_cache/:
 `radix_cache.py::RadixCache`, `swa_radix_cache.py::SWARadixCache` (`inc_lock_ref` /
 `dec_lock_ref` with the SWA lock walking up until >= W SWA tokens are locked, the node that reaches
 W carrying `swa_uuid_for_lock`; `insert` with `prev_prefix_len` and `swa_evicted_seqlen`,

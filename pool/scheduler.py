@@ -1,6 +1,7 @@
 """The scheduler that drives the pool: one `event_loop_normal` iteration per `step()`.
 
-Implements (our own code) SGLang @ d55f1c28, python/sglang/srt/:
+Implements (our own code) SGLang 0.5.10.post1 .. 0.5.23, where releases differ as the design's flags
+choose (model/designs.py), python/sglang/srt/:
 * managers/scheduler.py: `recv_requests` / `process_input_requests`, `get_new_batch_prefill`
   (chunked request first, then the waiting queue in slot order), `update_running_batch`,
   `process_batch_result_prefill` / `_decode`, HiCache `loading_check`;

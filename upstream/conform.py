@@ -119,12 +119,12 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         from model.designs import preset
 
         preset(design)  # KeyError for an unknown design
-    from checker.cli.common import UsageError, build_design
+    from model.designs import DesignError, build
 
     def edited(d: str) -> Any:
         try:
-            return build_design(d, list(without), list(with_), [])
-        except UsageError as e:
+            return build(d, without, with_)
+        except DesignError as e:
             raise UpstreamUsageError(str(e)) from None
 
     if with_ or without:

@@ -38,7 +38,7 @@ from model import prefill_adder as pa
 from model.designs import Design
 
 from . import real
-from .model_side import Pass, budgets, pass_ctx, slots
+from .model_side import Pass, budgets, pass_ctx, passes, slots
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,6 @@ class HostPass:
 
 @st.composite
 def host_passes(draw: Any) -> HostPass:
-    from .rows import passes
-
     base = draw(passes(hybrid=True, with_chunked_req=False))
     ps = base.page_size
     cap = min(base.full, base.swa or base.full)
@@ -154,7 +152,7 @@ def run_host_pass(sc: HostPass, design: Design) -> list[tuple[str, Any, Any]]:
 
     obs: list[tuple[str, Any, Any]] = []
     ad = pa.new_adder(x, s)
-    obs.append(("start: budgets", _budgets(adder, den), budgets(x, s, ad)))
+    obs.append(("start: budgets", real.adder_budgets(adder, den), budgets(x, s, ad)))
     obs.append(("start: free sizes", _sizes(alloc), _model_sizes(s)))
     ARR = real.add_req_result()
     mh.init_load_back = counted
@@ -182,19 +180,13 @@ def run_host_pass(sc: HostPass, design: Design) -> list[tuple[str, Any, Any]]:
                 obs.append((f"waiting[{j}]: prefix after load-back", real.prefix_len(req), ad.prefix[r]))
                 obs.append((f"waiting[{j}]: extend", real.extend_len(req), ad.extend[r]))
                 obs.append((f"waiting[{j}]: truncated (new_chunked_req)", adder.new_chunked_req is req, bool(ad.new_chunked[r])))
-            obs.append((f"waiting[{j}]: budgets", _budgets(adder, den), budgets(x, s, ad)))
+            obs.append((f"waiting[{j}]: budgets", real.adder_budgets(adder, den), budgets(x, s, ad)))
             obs.append((f"waiting[{j}]: free sizes", _sizes(alloc), _model_sizes(s)))
             if res != ARR.CONTINUE:
                 break
     finally:
         mh.init_load_back = orig
     return obs
-
-
-def _budgets(adder: Any, den: int) -> dict[str, Any]:
-    from .rows import _real_budgets
-
-    return _real_budgets(adder, den)
 
 
 def _sizes(alloc: Any) -> dict[str, int]:

@@ -513,7 +513,8 @@ def _run_life_once(sc: Life, design: Design, picks: list[int], counts: list[int]
         SGLang's alloc_token_slots / alloc_paged_token_slots_extend from A to A' (real.extend_batch)
         beside the model's `spec_v2_decode_step`, every eviction enumerated; SGLang's outcome
         (refused or not, the sizes after) must be one of them."""
-        from model.speculative import spec_v2_alloc_len, spec_v2_decode_step
+        from model.allocation_sizing import spec_v2_alloc_len
+        from model.speculative import spec_v2_decode_step
 
         members = tuple(state[r] == "done" for r in range(2))
         if not any(members):

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import strategies as st
+
 from model.config import Config, concrete_params
 from model.designs import Design
 from model.ops import Concrete
@@ -139,3 +141,47 @@ def budgets(x: Ctx, s: State, ad: Any) -> dict[str, Any]:
     if pa.swa_gate_on(x):
         out["rem_swa_tokens"] = pa.rem_swa_tokens(x, s, ad)
     return out
+
+
+# -- the PrefillAdder pass scenarios (Hypothesis) -------------------------------------------------------------------------------------
+@st.composite
+def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, with_chunked_req: bool | None = None,
+           ring: bool = False) -> Pass:
+    # the per-request SWA ring is a paged allocator (page_size >= 2; model/config.py checks it)
+    ps = 4 if ring else draw(st.sampled_from([1, 4]))
+    hybrid = True if ring else hybrid
+    page = lambda lo, hi: ps * draw(st.integers(lo, hi))  # noqa: E731
+    if hybrid is None:
+        hybrid = draw(st.booleans())
+    if chunked is None:
+        chunked = draw(st.booleans())
+    full = page(4, 48 // ps + 8)
+    swa = page(4, 48 // ps + 8) if hybrid else None
+    window = draw(st.integers(1, 24)) if hybrid else 0
+    chunk = draw(st.integers(ps, 40)) if chunked else None
+    cap = min(full, swa) if swa is not None and not ring else full  # a ring pages no SWA tokens
+    warm = page(0, max(0, cap // 3) // ps)
+    other = page(0, max(0, (cap - warm) // 3) // ps)
+    held = page(0, max(0, (cap - warm - other) // 3) // ps)
+    # a running request was enqueued, so its max_new_tokens is within the enqueue clip (#25126) of a
+    # one-token input: its remaining budget is never negative, whatever the release
+    running = tuple(
+        (mnt, draw(st.integers(0, mnt)))
+        for mnt in draw(st.lists(st.integers(1, max(1, min(24, full - 2 * ps - 1))), max_size=2 if held else 0))
+    )
+    room = cap - warm - other - held
+    chunked_req = None
+    if chunk is not None and (with_chunked_req if with_chunked_req is not None else draw(st.booleans())):
+        committed = page(0, max(0, room // 2) // ps)
+        chunked_req = (committed + draw(st.integers(1, 40)), committed, draw(st.integers(1, 24)))
+    waiting = []
+    for _ in range(draw(st.integers(0 if chunked_req else 1, 3))):
+        shares = warm > 0 and draw(st.booleans())
+        lo = warm + 1 if shares else 1
+        waiting.append((draw(st.integers(lo, lo + 40)), draw(st.integers(1, 24)), shares))
+    ratio = draw(st.sampled_from([(1, 1), (1, 2)]))
+    align = draw(st.sampled_from([None, None, 2, 3, 8])) if chunked else None
+    # ring: the rows the running and chunked requests hold, plus 0-3 free ones (0: no ring is left)
+    rows = len(running) + (1 if chunked_req else 0) + draw(st.integers(0, 3)) if ring else None
+    return Pass(ps, full, swa, window, chunk, draw(st.integers(1, 64)), ratio, warm, other, held, running,
+                chunked_req, tuple(waiting), align, ring_rows=rows)

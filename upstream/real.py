@@ -381,6 +381,25 @@ def has_swa_budget(adder: Any) -> bool:
     return budget_of(adder) is not None or hasattr(type(adder), "rem_swa_tokens")
 
 
+def adder_budgets(adder: Any, den: int) -> dict[str, Any]:
+    """A PrefillAdder's budgets as the conformance rows compare them (`rem_total_tokens` times the
+    new-token ratio's denominator `den`, so that both sides are whole numbers)."""
+    out = {
+        "rem_total_tokens*den": _num(adder.rem_total_tokens * den),
+        "cur_rem_tokens": _num(adder.cur_rem_tokens),
+        "rem_input_tokens": _num(adder.rem_input_tokens),
+        "rem_chunk_tokens": None if adder.rem_chunk_tokens is None else _num(adder.rem_chunk_tokens),
+    }
+    if has_swa_budget(adder):
+        out["rem_swa_tokens"] = _num(rem_swa_tokens(adder))
+    return out
+
+
+def _num(v: Any) -> Any:
+    f = float(v)
+    return int(f) if f == int(f) else f
+
+
 def set_offsets(adder: Any, total: float, cur: int, swa: int) -> None:
     b = budget_of(adder)
     if b is not None:

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from model import prefill_adder as pa
 from model.designs import Design
 
-from . import real
-from .model_side import Pass, budgets, pass_ctx, slots
+from . import hicache_pass, real
+from .model_side import Pass, budgets, pass_ctx, passes, slots
 
 RESULT_NAMES = pa.RESULT_NAMES
 
@@ -40,50 +40,6 @@ class Row:
 
     def why_not(self, design: Design, version: str) -> str:
         return self.unavailable(design, version) or ""
-
-
-# -- scenarios -------------------------------------------------------------------------------------
-@st.composite
-def passes(draw: Any, hybrid: bool | None = None, chunked: bool | None = None, with_chunked_req: bool | None = None,
-           ring: bool = False) -> Pass:
-    # the per-request SWA ring is a paged allocator (page_size >= 2; model/config.py checks it)
-    ps = 4 if ring else draw(st.sampled_from([1, 4]))
-    hybrid = True if ring else hybrid
-    page = lambda lo, hi: ps * draw(st.integers(lo, hi))  # noqa: E731
-    if hybrid is None:
-        hybrid = draw(st.booleans())
-    if chunked is None:
-        chunked = draw(st.booleans())
-    full = page(4, 48 // ps + 8)
-    swa = page(4, 48 // ps + 8) if hybrid else None
-    window = draw(st.integers(1, 24)) if hybrid else 0
-    chunk = draw(st.integers(ps, 40)) if chunked else None
-    cap = min(full, swa) if swa is not None and not ring else full  # a ring pages no SWA tokens
-    warm = page(0, max(0, cap // 3) // ps)
-    other = page(0, max(0, (cap - warm) // 3) // ps)
-    held = page(0, max(0, (cap - warm - other) // 3) // ps)
-    # a running request was enqueued, so its max_new_tokens is within the enqueue clip (#25126) of a
-    # one-token input: its remaining budget is never negative, whatever the release
-    running = tuple(
-        (mnt, draw(st.integers(0, mnt)))
-        for mnt in draw(st.lists(st.integers(1, max(1, min(24, full - 2 * ps - 1))), max_size=2 if held else 0))
-    )
-    room = cap - warm - other - held
-    chunked_req = None
-    if chunk is not None and (with_chunked_req if with_chunked_req is not None else draw(st.booleans())):
-        committed = page(0, max(0, room // 2) // ps)
-        chunked_req = (committed + draw(st.integers(1, 40)), committed, draw(st.integers(1, 24)))
-    waiting = []
-    for _ in range(draw(st.integers(0 if chunked_req else 1, 3))):
-        shares = warm > 0 and draw(st.booleans())
-        lo = warm + 1 if shares else 1
-        waiting.append((draw(st.integers(lo, lo + 40)), draw(st.integers(1, 24)), shares))
-    ratio = draw(st.sampled_from([(1, 1), (1, 2)]))
-    align = draw(st.sampled_from([None, None, 2, 3, 8])) if chunked else None
-    # ring: the rows the running and chunked requests hold, plus 0-3 free ones (0: no ring is left)
-    rows = len(running) + (1 if chunked_req else 0) + draw(st.integers(0, 3)) if ring else None
-    return Pass(ps, full, swa, window, chunk, draw(st.integers(1, 64)), ratio, warm, other, held, running,
-                chunked_req, tuple(waiting), align, ring_rows=rows)
 
 
 # -- the real pass ---------------------------------------------------------------------------------
@@ -142,23 +98,6 @@ def _real_pass(sc: Pass) -> tuple[Any, Any, Any, list[Any], Any]:
 _WARM_NODES: list[tuple[int, ...]] = [()]  # the warm prefix's node lengths in the last tree _real_pass built
 
 
-def _real_budgets(adder: Any, den: int) -> dict[str, Any]:
-    out = {
-        "rem_total_tokens*den": _num(adder.rem_total_tokens * den),
-        "cur_rem_tokens": _num(adder.cur_rem_tokens),
-        "rem_input_tokens": _num(adder.rem_input_tokens),
-        "rem_chunk_tokens": None if adder.rem_chunk_tokens is None else _num(adder.rem_chunk_tokens),
-    }
-    if real.has_swa_budget(adder):
-        out["rem_swa_tokens"] = _num(real.rem_swa_tokens(adder))
-    return out
-
-
-def _num(v: Any) -> Any:
-    f = float(v)
-    return int(f) if f == int(f) else f
-
-
 def run_pass(sc: Pass, design: Design) -> list[tuple[str, Any, Any]]:
     """`add_chunked_req` (if a chunked request exists) then `add_one_req` over the waiting queue
     until a result other than CONTINUE, on both sides; observed after every call."""
@@ -170,7 +109,7 @@ def run_pass(sc: Pass, design: Design) -> list[tuple[str, Any, Any]]:
     _run_slots, chunk_slot, wait_slots = slots(sc)
     den = sc.ratio[1]
     ad = pa.new_adder(x, s)
-    obs.append(("start: budgets", _real_budgets(adder, den), _model_budgets(x, s, ad)))
+    obs.append(("start: budgets", real.adder_budgets(adder, den), _model_budgets(x, s, ad)))
     if chunked is not None:
         ret = adder.add_chunked_req(chunked)
         ad, stays = pa.add_chunked_req(x, s, ad, chunk_slot)
@@ -178,7 +117,7 @@ def run_pass(sc: Pass, design: Design) -> list[tuple[str, Any, Any]]:
         obs.append(("add_chunked_req: stays chunked", ret is not None, bool(stays)))
         if chunked in adder.can_run_list:
             obs.append(("add_chunked_req: extend", real.extend_len(chunked), ad.extend[chunk_slot]))
-        obs.append(("add_chunked_req: budgets", _real_budgets(adder, den), _model_budgets(x, s, ad)))
+        obs.append(("add_chunked_req: budgets", real.adder_budgets(adder, den), _model_budgets(x, s, ad)))
     ARR = real.add_req_result()
     for j, req in enumerate(waiting):
         r = wait_slots[j]
@@ -194,7 +133,7 @@ def run_pass(sc: Pass, design: Design) -> list[tuple[str, Any, Any]]:
         if admitted:
             obs.append((f"waiting[{j}]: extend", real.extend_len(req), ad.extend[r]))
             obs.append((f"waiting[{j}]: truncated (new_chunked_req)", adder.new_chunked_req is req, bool(ad.new_chunked[r])))
-        obs.append((f"waiting[{j}]: budgets", _real_budgets(adder, den), _model_budgets(x, s, ad)))
+        obs.append((f"waiting[{j}]: budgets", real.adder_budgets(adder, den), _model_budgets(x, s, ad)))
         if res != ARR.CONTINUE:
             break
     return obs
@@ -466,7 +405,7 @@ def _budget_pair(sc: Budget, design: Design) -> tuple[Any, Any, Any, Any]:
 def run_budget_state(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
     adder, x, s, ad = _budget_pair(sc, design)
     return [("budget_state()", adder.budget_state().name, RESULT_NAMES[pa.budget_state(x, s, ad)]),
-            ("budgets", _real_budgets(adder, sc.base.ratio[1]), _model_budgets(x, s, ad))]
+            ("budgets", real.adder_budgets(adder, sc.base.ratio[1]), _model_budgets(x, s, ad))]
 
 
 def run_swa_budget(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
@@ -474,24 +413,6 @@ def run_swa_budget(sc: Budget, design: Design) -> list[tuple[str, Any, Any]]:
     got, took_host = real.swa_budget_for_req(adder, sc.extend, sc.max_new, sc.swa_host)
     host = sc.swa_host if took_host else 0
     return [("_swa_budget_for_req", got, pa._swa_budget_for_req(x, ad, sc.extend, sc.max_new, host))]
-
-
-def _host_passes() -> Any:
-    from .hicache_pass import host_passes
-
-    return host_passes()
-
-
-def _run_host_pass(sc: Any, design: Design) -> list[tuple[str, Any, Any]]:
-    from .hicache_pass import run_host_pass
-
-    return run_host_pass(sc, design)
-
-
-def _no_host_pass(design: Design, version: str) -> str | None:
-    from .hicache_pass import unavailable
-
-    return unavailable(design, version)
 
 
 def _no_ring(design: Design, version: str) -> str | None:
@@ -623,8 +544,8 @@ ROWS: dict[str, Row] = {
         Row("add_chunked_req/swa_ring", "PrefillAdder.add_chunked_req, then add_one_req, with the per-request SWA ring",
             lambda: passes(ring=True, chunked=True, with_chunked_req=True), run_pass, _no_ring),
         Row("add_one_req/hicache", "PrefillAdder.add_one_req with HiCache host hits (hybrid SWA, UnifiedRadixCache "
-            "with its host pools): init_load_back asked, what it loads, #39283's re-selection", _host_passes,
-            _run_host_pass, _no_host_pass),
+            "with its host pools): init_load_back asked, what it loads, #39283's re-selection", hicache_pass.host_passes,
+            hicache_pass.run_host_pass, hicache_pass.unavailable),
         Row("_swa_budget_for_req", "PrefillAdder._swa_budget_for_req (extend, max_new, SWA host hit, chunk budget)",
             lambda: budgets_st(hybrid=True), run_swa_budget, _no_swa_budget),
         Row("budget_state", "PrefillAdder.budget_state and the live budgets, pass state set directly (plain)",

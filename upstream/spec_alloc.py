@@ -88,7 +88,8 @@ def _model(sc: SpecAlloc, design: Design) -> tuple[Ctx, Any]:
 
 
 def run_spec_alloc(sc: SpecAlloc, design: Design) -> list[tuple[str, Any, Any]]:
-    from model.speculative import alloc_len_per_decode, spec_v2_alloc_len, spec_v2_tokens_needed
+    from model.allocation_sizing import alloc_len_per_decode, spec_v2_alloc_len
+    from model.schedule_batch import spec_v2_tokens_needed
 
     got = real.spec_v2_sizing(sc.page_size, sc.steps, sc.topk, sc.draft, list(sc.lens),
                               [r for r, b in enumerate(sc.batch) if b])

@@ -181,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                            "Triton ones (upstream/kernels.py::launch_kind)")
     _no_local_constants()
     import_s = time.time() - t0
-    from checker.cli.common import build_design
+    from model.designs import build
 
-    design = build_design(a.design, a.without, a.with_, []).with_mutants(frozenset(a.mutant))
+    design = build(a.design, a.without, a.with_).with_mutants(frozenset(a.mutant))
     if a.override:
         from model.designs import Design
 

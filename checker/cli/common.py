@@ -36,29 +36,13 @@ def _choices(kind: str, value: str, allowed: Sequence[str]) -> None:
 
 
 def build_design(name: str, without: list[str], with_: list[str], mutants: list[str]) -> "Design":
-    from model.designs import FIXES, PRESETS
+    """model/designs.py::build, its `DesignError` as a usage error (one line, exit 2)."""
+    from model.designs import DesignError, build
 
-    _choices("design", name, list(PRESETS))
-    d = PRESETS[name]
-    for f in without:
-        _choices("fix", f, list(FIXES))
-        d = d.with_fix(f, None)
-    for spec in with_:
-        if spec.count("=") > 1 or spec.startswith("=") or spec.endswith("="):
-            raise UsageError(f"malformed --with {spec!r}; expected FIX or FIX=VARIANT")
-        f, _, variant = spec.partition("=")
-        _choices("fix", f, list(FIXES))
-        v = variant or FIXES[f].variants[0]
-        _choices(f"variant of {f}", v, list(FIXES[f].variants))
-        d = d.with_fix(f, v)
-    if mutants:
-        from model.mutants import available
-
-        known = sorted(available())
-        for m in mutants:
-            _choices("mutant", m, known)
-        d = d.with_mutants(frozenset(mutants))
-    return d
+    try:
+        return build(name, without, with_, mutants)
+    except DesignError as e:
+        raise UsageError(str(e)) from None
 
 
 def add_design_options(p: argparse.ArgumentParser, mutant_help: str = "plant a bug (kvmc list)") -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import allocator
+from model import allocator, radix_cache
 from model.state import OOM_DECODE, State
 from model.transition import Ctx
 
@@ -33,7 +33,7 @@ def replacement(x: Ctx, s: State, batch: tuple) -> State:
     else:  # planted: C = 1 (mod ps) instead of C + 1 = 1 (mod ps)
         late = [x.and_(batch[r], x.page_aligned(s.kv_committed_len[r] - 1)) for r in range(R)]
         need = ps * x.sum(x.ite(late[r], 1, 0) for r in range(R))
-    s = allocator.evict_from_tree_cache(x, s, bs * ps, "evict")
+    s = radix_cache.evict_from_tree_cache(x, s, bs * ps, "evict")
     ok = allocator.can_alloc(x, s, need)
 
     def done() -> State:

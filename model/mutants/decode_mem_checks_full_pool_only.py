@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import allocator
+from model import radix_cache
 from model.schedule_batch import decode_tokens_needed
 from model.state import State
 from model.transition import Ctx
@@ -20,5 +20,5 @@ REPLACES = "check_decode_mem"
 
 def replacement(x: Ctx, s: State, batch: tuple, site: str) -> tuple[State, Any]:
     need = decode_tokens_needed(x, s, batch)
-    s = allocator.evict_from_tree_cache(x, s, need, site)
+    s = radix_cache.evict_from_tree_cache(x, s, need, site)
     return s, s.full_available >= need  # planted: not min(full, swa)

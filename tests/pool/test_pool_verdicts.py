@@ -90,7 +90,7 @@ def test_a_retraction_without_a_shortfall_is_recorded_by_the_pool(monkeypatch: p
     retracts with evictable memory left. The same edit on the pool (its check_decode_mem without the
     eviction) replays the model's counterexample state for state, and the pool's own record of the
     retraction (not the model's ghost) says it was needless."""
-    m = find("check_decode_mem", "drop", "s = allocator.evict_from_tree_cache(x, s, need, site)")
+    m = find("check_decode_mem", "drop", "s = radix_cache.evict_from_tree_cache(x, s, need, site)")
     r = Explorer(System(CONFIGS["pressure"], design_for(m)), ["retract_only_when_short"]).run(4, keep_going=False)
     res = r.results["retract_only_when_short"]
     assert res.verdict is Verdict.VIOLATED and res.trace is not None, res.words()
@@ -107,7 +107,7 @@ def test_a_retraction_without_a_shortfall_is_recorded_by_the_pool(monkeypatch: p
 def test_the_pool_does_not_record_a_retraction_the_check_demands(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the edit, the same counterexample's events are not a needless retraction on the pool:
     the record is the pool's judgement, not a copy of the model's."""
-    m = find("check_decode_mem", "drop", "s = allocator.evict_from_tree_cache(x, s, need, site)")
+    m = find("check_decode_mem", "drop", "s = radix_cache.evict_from_tree_cache(x, s, need, site)")
     r = Explorer(System(CONFIGS["pressure"], design_for(m)), ["retract_only_when_short"]).run(4, keep_going=False)
     trace = dataclasses.replace(r.results["retract_only_when_short"].trace, design=PRESETS["current"])
     out = replay_trace(trace, check_model=False, expect_violation=True)

@@ -33,7 +33,7 @@ ROWS = [
      "request_bounds", "spec_v2", True, 2),  # accepts max(D, left) drafts
     (("spec_v2_decode_step", "negate", "x.ite(batch[r], x.choose_int(f'accept[{r}]', 1, room), 0)"),
      "request_bounds", "spec_v2", True, 2),  # requests outside the batch accept
-    (("check_decode_mem", "drop", "s = allocator.evict_from_tree_cache(x, s, need, site)"),
+    (("check_decode_mem", "drop", "s = radix_cache.evict_from_tree_cache(x, s, need, site)"),
      "retract_only_when_short", "pressure", False, 4),  # no eviction before the check
     (("retract_decode", "drop", "s, fits = x.branch(going, lambda: check_decode_mem(x, s, kept, 'check'), lambda: (s, True))"),
      "retract_only_when_short", "pressure", True, 5),  # no re-check after a retraction

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from model import allocator
+from model import radix_cache
 from model.designs import preset
 from model.ops import Concrete, Infeasible
 from model.system import init_state
@@ -32,7 +32,7 @@ def test_evict_from_tree_cache_asks_the_shortfall_from_0_5_17(design: str, avail
         try:
             s = init_state(x)
             assert s.full_available == 8
-            outcomes.add(allocator.evict_from_tree_cache(x, s, 12, "evict").full_available)
+            outcomes.add(radix_cache.evict_from_tree_cache(x, s, 12, "evict").full_available)
         except Infeasible:
             pass
         if not oracle.next():

@@ -15,7 +15,7 @@ from model.designs import preset
 from model.ops import Concrete
 from model.state import FINISHED, RUNNING
 from model.system import System
-from model import speculative, schedule_batch
+from model import allocation_sizing, schedule_batch
 from specs.configs import CONFIGS
 from tests.unit.scenario import D55F1C28, drive
 
@@ -37,8 +37,8 @@ def _ctx(cfg: Config):  # noqa: ANN202
 
 
 def test_alloc_len_per_decode_follows_allocation_sizing() -> None:
-    assert speculative.alloc_len_per_decode(_ctx(S4)) == 16  # the draft tree's page-aligned branches
-    assert speculative.alloc_len_per_decode(_ctx(CONFIGS["spec_v2"])) == 4  # page 1: max(L*k, D) = max(4, 3)
+    assert allocation_sizing.alloc_len_per_decode(_ctx(S4)) == 16  # the draft tree's page-aligned branches
+    assert allocation_sizing.alloc_len_per_decode(_ctx(CONFIGS["spec_v2"])) == 4  # page 1: max(L*k, D) = max(4, 3)
 
 
 def test_over_allocation_then_no_free_then_release() -> None:
@@ -62,7 +62,7 @@ def test_decode_need_matches_the_extend() -> None:
     s = run.states[1]
     batch = tuple(st == RUNNING for st in s.status)
     assert schedule_batch.decode_tokens_needed(x, s, batch) == 32  # ceil(40) - ceil(5)
-    assert speculative.spec_v2_tokens_needed(x, s, batch) == 32
+    assert schedule_batch.spec_v2_tokens_needed(x, s, batch) == 32
 
 
 def test_without_page_align_the_row_is_not_rounded() -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import speculative
+from model import schedule_batch, speculative
 from model.state import OOM_NONE
 
 REPLACES = "spec_v2_decode_step"
 
 
 def replacement(x: Any, s: Any, batch: tuple) -> Any:
-    need = speculative.spec_v2_tokens_needed(x, s, batch)
+    need = schedule_batch.spec_v2_tokens_needed(x, s, batch)
     s1 = speculative.spec_v2_decode_step.original(x, s, batch)
     # the conformance rows run the model concretely: a plain `if` on the outcome
     return s1.set(swa_available=s1.swa_available + need) if s1.oom == OOM_NONE else s1

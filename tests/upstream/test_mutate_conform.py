@@ -70,7 +70,7 @@ def test_conformance_kills_the_spec_v2_decode_eviction_survivor(sglang_root: Pat
 
 
 def test_conformance_sees_a_decode_step_that_evicts_nothing(base: dict[str, Any]) -> None:
-    m = find("alloc_for_decode", "drop", "s = allocator.evict_from_tree_cache(x, s, bs * ps, 'evict')")
+    m = find("alloc_for_decode", "drop", "s = radix_cache.evict_from_tree_cache(x, s, bs * ps, 'evict')")
     k = conformance.conform_kill(m.id, VERSION, 40, 29, base, ROWS)
     assert k is not None and k["property"] == "agrees with SGLang: alloc_for_decode", k
     assert "decode allocation" in k["evidence"], k

@@ -4,7 +4,7 @@
 * pools: the allocator's `available_size()` (`full_available_size()` / `swa_available_size()` for
   hybrid SWA), `len(req_to_token_pool.free_slots)`;
 * the tree: one model atom per `TreeNode`. A node's tokens say whose it is (kvmc's token scheme,
-  harness.token: warm-prefix tokens are shared, others private to one request slot); the k-th node
+  conventions.token: warm-prefix tokens are shared, others private to one request slot); the k-th node
   of an owner on its root path is atom k of that owner's chain (`Config.private_chain` /
   `warm_chain`: a split node's head keeps its atom and everything below moves one atom down, as
   the model's `_shift_chain` does). Per atom: length, on device (`value is not None`), host copy
@@ -45,7 +45,7 @@ from model.state import (
     State,
 )
 
-from .harness import owner_of
+from .conventions import owner_of
 
 
 class AbstractionError(RuntimeError):

@@ -20,7 +20,7 @@ SGLang's code:
   page-aligned `max(page, W * SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER)`; an interval of 1 cannot
   fire and is reported as not forceable). From 0.5.18 it frees once `SGLANG_SWA_EVICTION_INTERVAL`
   tokens slid out of the window (`decode_batch_idx >= 1 and seqlen - 1 - W >= E + interval`): the
-  interval is 1 (harness.ENV), so it frees exactly when the model's `_evict_swa` moves E, and
+  interval is 1 (conventions.ENV), so it frees exactly when the model's `_evict_swa` moves E, and
   `decode_batch_idx` (1 or 0) says whether the trace chose it;
 * forced retraction: `SGLANG_TEST_RETRACT` retracts when `forward_ct % TEST_RETRACT_INTERVAL == 0`;
   `forward_ct` is set before the step accordingly (an event: forced in both modes);
@@ -48,6 +48,8 @@ from __future__ import annotations
 import inspect
 import re
 from typing import Any
+
+from .conventions import ENV, RETRACT_INTERVAL
 
 _EVICT = re.compile(r"(?:^|\.)evict\[(\d+)\]$")
 _BACKUP = re.compile(r"\[(\d+)\]\.write_backup$")
@@ -97,8 +99,6 @@ class Forcing:
         h = self.h
         if h.cfg.test_retract:  # a forced retraction is one of the trace's events: forced in both modes
             retract = bool(picks.get("decode.test_retract"))
-            from .harness import RETRACT_INTERVAL
-
             h.sch.forward_ct = RETRACT_INTERVAL * (h.steps + 1) + (0 if retract else 1)
         if not self.enabled:
             return
@@ -184,8 +184,6 @@ class Forcing:
         if self.slid_rule:  # 0.5.18+: fires once SGLANG_SWA_EVICTION_INTERVAL tokens slid out (harness: 1)
             return 1
         if "EVICTION_INTERVAL_MULTIPLIER" in src:
-            from .harness import ENV
-
             mult = float(ENV["SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER"])
             return (max(ps, int(W * mult)) // ps) * ps
         return W
