@@ -1,9 +1,10 @@
 """The composed system: `Scheduler.event_loop_normal`, one iteration per step.
 
-SGLang: managers/scheduler.py (`event_loop_normal`, `recv_requests`, `process_input_requests`,
-`get_next_batch_to_run`, `get_new_batch_prefill`, `update_running_batch`, `run_batch`,
-`process_batch_result_prefill` / `_decode`, in managers/scheduler_components/
-batch_result_processor.py since v0.5.13), v0.5.10.post1 .. 0.5.23.
+SGLang, v0.5.10.post1 .. 0.5.23: managers/scheduler.py (`event_loop_normal`,
+`process_input_requests`, `get_next_batch_to_run`, `get_new_batch_prefill`,
+`update_running_batch`, `run_batch`) and, from v0.5.13, the components under
+managers/scheduler_components/ (`recv_requests` in request_receiver.py, `process_batch_result_prefill`
+/ `_decode` in batch_result_processor.py; in scheduler.py and its mixins before).
 
 An iteration: receive requests (arrivals, the next turn of a streaming session, session closes);
 release finished load-backs; stash the chunked request if the last batch was an extend; run the

@@ -8,6 +8,9 @@ first, then the chunked request, then the waiting queue in order), whose warm pr
 tree node the waiting requests may share, and whose evictable-size drift holds the tree's other,
 unrelated evictable node (the model derives evictable sizes from its atoms plus a drift:
 model/radix_cache.py; an unrelated unlocked node is exactly a constant addend there).
+
+It also draws the PrefillAdder pass scenarios (`passes`, Hypothesis) that the pass rows
+(upstream/rows.py) and the HiCache pass row (upstream/hicache_pass.py) both run.
 """
 
 from __future__ import annotations
