@@ -15,9 +15,7 @@ turned off or on (`--design/--without/--with`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
-
-from .mutants import available as available_mutants
+from typing import Mapping
 
 CURRENT_RELEASE = "0.5.23"  # the release `current` is (its flags are v0.5.23's; PyPI wheels carry no commit id)
 
@@ -670,38 +668,3 @@ def preset(name: str) -> Design:
         return PRESETS[name]
     except KeyError:
         raise KeyError(f"unknown design {name!r}; expected one of {list(PRESETS)}") from None
-
-
-class DesignError(ValueError):
-    """A design named from parts that do not exist (a preset, a fix, a variant, a mutant)."""
-
-
-def _choice(kind: str, value: str, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise DesignError(f"unknown {kind} {value!r}; expected one of: {', '.join(allowed)}")
-
-
-def build(name: str, without: Sequence[str] = (), with_: Sequence[str] = (), mutants: Sequence[str] = ()) -> Design:
-    """Preset `name` with the fixes in `without` off, those in `with_` on (`FIX`, or `FIX=VARIANT`)
-    and the planted bugs `mutants`: what `--design/--without/--with/--mutant` name (kvmc check,
-    graph, review, conform). A part that does not exist is a `DesignError` naming it and what
-    was expected."""
-    _choice("design", name, list(PRESETS))
-    d = PRESETS[name]
-    for f in without:
-        _choice("fix", f, list(FIXES))
-        d = d.with_fix(f, None)
-    for spec in with_:
-        if spec.count("=") > 1 or spec.startswith("=") or spec.endswith("="):
-            raise DesignError(f"malformed --with {spec!r}; expected FIX or FIX=VARIANT")
-        f, _, variant = spec.partition("=")
-        _choice("fix", f, list(FIXES))
-        v = variant or FIXES[f].variants[0]
-        _choice(f"variant of {f}", v, list(FIXES[f].variants))
-        d = d.with_fix(f, v)
-    if mutants:
-        known = sorted(available_mutants())
-        for m in mutants:
-            _choice("mutant", m, known)
-        d = d.with_mutants(frozenset(mutants))
-    return d

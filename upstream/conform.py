@@ -119,7 +119,7 @@ def run(versions: Sequence[str], rows: Sequence[str] = (), examples: int = 2000,
         from model.designs import preset
 
         preset(design)  # KeyError for an unknown design
-    from model.designs import DesignError, build
+    from checker.designs import DesignError, build
 
     def edited(d: str) -> Any:
         try:

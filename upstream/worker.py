@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                            "Triton ones (upstream/kernels.py::launch_kind)")
     _no_local_constants()
     import_s = time.time() - t0
-    from model.designs import build
+    from checker.designs import build
 
     design = build(a.design, a.without, a.with_).with_mutants(frozenset(a.mutant))
     if a.override:

@@ -36,8 +36,8 @@ def _choices(kind: str, value: str, allowed: Sequence[str]) -> None:
 
 
 def build_design(name: str, without: list[str], with_: list[str], mutants: list[str]) -> "Design":
-    """model/designs.py::build, its `DesignError` as a usage error (one line, exit 2)."""
-    from model.designs import DesignError, build
+    """checker/designs.py::build, its `DesignError` as a usage error (one line, exit 2)."""
+    from checker.designs import DesignError, build
 
     try:
         return build(name, without, with_, mutants)

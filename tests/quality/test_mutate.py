@@ -1,11 +1,12 @@
 """`kvmc mutate` (checker/mutation/): generated mutants of the model are killed by kvmc's own
 engines, proved equivalent, or explained; nothing is written to model/.
 
-The CI run: the allocator module on the `small` config, a fixed seed, the `drop` and `negate`
-operators, a small budget. Dropping `full_available -= tokens` from `alloc` must be killed (the
-ledger breaks at the first extend); negating `if x.cfg.hybrid_swa` in `evict_from_tree_cache`'s
-SWA shortfall changes nothing on a config without an SWA pool and must come out `equivalent`; the
-lines only hybrid configs run are `unreached` on `small`.
+The CI run: two transitions, `alloc` (model/allocator.py) and `evict_from_tree_cache`
+(model/radix_cache.py), on the `small` config, a fixed seed, the `drop` and `negate` operators, a
+small budget. Dropping `full_available -= tokens` from `alloc` must be killed (the ledger breaks at
+the first extend); negating `if x.cfg.hybrid_swa` in `evict_from_tree_cache`'s SWA shortfall
+changes nothing on a config without an SWA pool and must come out `equivalent`; the lines only
+hybrid configs run are `unreached` on `small`.
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
 
 def test_ci_run_kills_a_mutant_and_proves_one_equivalent(tmp_path: Path) -> None:
     save = tmp_path / "mutation.json"
-    p = _run("--module", "allocator", "--config", "small", "--operator", "drop", "--operator", "negate", "--seed", "0",
-             "--budget", "30", "--divergence-time", "10", "--json", "--no-progress", "--save", str(save))
+    p = _run("--transition", "alloc", "--transition", "evict_from_tree_cache", "--config", "small",
+             "--operator", "drop", "--operator", "negate", "--seed", "0", "--budget", "30", "--divergence-time", "10", "--json", "--no-progress", "--save", str(save))
     assert p.returncode == 0, p.stderr[-2000:]
     data = json.loads(p.stdout)
     assert json.loads(save.read_text())["outcomes"] == data["outcomes"]
@@ -119,8 +120,10 @@ def test_ci_run_kills_a_mutant_and_proves_one_equivalent(tmp_path: Path) -> None
     for o in out.values():
         if o["status"] == "survived":
             assert o["gap"] in ("restriction", "property gap", "search gap", "unclassified") and o["evidence"], o
-    (row,) = data["by_module"]
-    assert row["group"] == "allocator" and row["killed"] == sum(o["status"] == "killed" for o in out.values())
+    rows = {r["group"]: r for r in data["by_module"]}
+    assert set(rows) == {"allocator", "radix_cache"}, rows
+    for group, row in rows.items():
+        assert row["killed"] == sum(o["status"] == "killed" for o in out.values() if o["module"] == group), row
 
 
 def test_summary_counts_and_rate() -> None:
