@@ -1,4 +1,4 @@
-"""Subcommands `kvmc sglang install` and `kvmc conform` (registered by checker/cli.py through
+"""Subcommands `kvmc sglang install`, `kvmc conform` and `kvmc explore` (registered by checker/cli.py through
 `add_parsers`; also runnable as `python -m upstream ...`)."""
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ def add_parsers(sub: Any) -> None:
     pc.add_argument("--update-doc", metavar="FILE",
                     help="rewrite FILE's generated section (table, abstractions, disagreements), e.g. docs/conformance.md")
     pc.set_defaults(fn=_lazy("conform", "cmd_conform"))
+
+    from .explore import add_parser as add_explore  # imports no SGLang, model or torch
+
+    add_explore(sub)
 
 
 def _lazy(module: str, name: str) -> Any:

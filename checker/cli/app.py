@@ -51,6 +51,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "regen": ("checker.cli.app", "add_regen_parser", "check or regenerate the regression corpus counterexamples/"),
     "sglang": ("upstream.cli", "add_parsers", "install SGLang releases for `kvmc conform` (CPU, no CUDA)"),
     "conform": ("upstream.cli", "add_parsers", "compare the model with SGLang's own objects, release by release"),
+    "explore": ("upstream.cli", "add_parsers", "search SGLang's own scheduler (a release, on CPU) with kvmc's properties as the oracle"),
     "mutate": ("checker.cli.mutate", "add_parser", "mutation testing: generated mutants of model/, killed or not"),
     "patch": ("checker.cli.patch", "add_parser", "write (new) or check (check) a design change written in plain Python"),
 }

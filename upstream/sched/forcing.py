@@ -73,6 +73,10 @@ class Forcing:
         self.evicted: list[int] = []  # atoms SGLang's evict removed from the device in this step
         self.tombstoned: list[int] = []
         self.calls: list[tuple[list[int], list[int]]] = []  # per outermost evict call: (evicted, tombstoned)
+        # whether each evict call records the atoms it removed (mapping the tree onto the model's atoms);
+        # `kvmc explore` turns it off: its walks grow trees the model's atoms cannot express, and it
+        # compares no state with a trace (upstream/sched/explore.py)
+        self.observe = True
         tree = h.inner_tree
         self._depth = 0  # evict_for_alloc may call evict: only the outermost call orders and records
         for name in ("evict", "evict_for_alloc"):
@@ -249,6 +253,8 @@ class Forcing:
     def _evict(self, real: Any, *a: Any, **k: Any) -> Any:
         from .abstraction import atom_nodes, view
 
+        if not self.observe and not self.enabled:
+            return real(*a, **k)
         h = self.h
         v = view(h)
         before = atom_nodes(h)

@@ -1,0 +1,490 @@
+"""`kvmc explore`: search SGLang's own scheduler with kvmc's properties as the oracle (parent side:
+imports no SGLang; the walks run in worker subprocesses, upstream/sched/explore.py, one release
+each, as `kvmc replay --against` does).
+
+    kvmc explore --sglang ==VERSION --config CONFIG [--seed S] [--walks N] [--depth D] [--jobs J]
+                 [--budget SECONDS] [--property P]... [--revert FIX]... [--out DIR] [--no-shrink]
+
+kvmc supplies the environment (arrivals with their prompt and output lengths and shared prefixes
+within the config's bounds, streaming-session turns and closes, forced retraction where the config
+asks for it, idle iterations) and the oracle (docs/explore.md); SGLang's real `Scheduler`, built
+on CPU without a model (upstream/sched/harness.py), makes every other choice itself. Walk seeds
+S .. S+N-1 are dealt round-robin to J worker processes; each violated property's first
+counterexample is shrunk in its worker (drop iterations, drop events, lower lengths) and written
+under --out as
+
+    <property>.itf.json   the events and, per step, SGLang's state mapped onto the model's
+                          variables (upstream/sched/abstraction.py) where it maps
+    <property>.txt        the step table (SGLang's busy / idle check, the ledger on its objects)
+    <property>_repro.py   a standalone reproducer: builds the scheduler as harness.py does, feeds
+                          the events, asserts the failure (exit 0 when it reproduces)
+
+Verdicts are `violated` (with the counterexample) or `no violation in N walks of depth D, seeds
+A..B` - a search of some executions, never a proof. Exit status: 0 no violation, 1 a violation,
+2 bad input (one line, nothing written), 4 kvmc could not drive the release (an internal error,
+never a finding), 130 / 143 interrupted (the workers are ended; what was established is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pprint
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import EXIT_USAGE, UpstreamUsageError
+
+REPO = Path(__file__).resolve().parents[1]
+EXIT_OK, EXIT_VIOLATION, EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 4, 130, 143
+DEFAULT_OUT = "kvmc-out/explore"
+
+
+def add_parser(sub: Any) -> None:
+    pe = sub.add_parser("explore", help="search SGLang's own scheduler (a release, on CPU) with kvmc's properties as the oracle")
+    pe.add_argument("--sglang", required=True, metavar="==VERSION", help="an installed release, e.g. ==0.5.10.post1")
+    pe.add_argument("--config", required=True, metavar="NAME", help="a config of `kvmc list` (its bounds bound the walks)")
+    pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0)")
+    pe.add_argument("--walks", type=int, default=2000, help="walks, seeds S .. S+N-1 (default 2000)")
+    pe.add_argument("--depth", type=int, default=16, help="scheduler iterations per walk (default 16)")
+    pe.add_argument("--jobs", type=int, default=1, help="worker processes (default 1; each imports SGLang once)")
+    pe.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
+                    help="stop starting walks after this long, SGLang's import included (default 300)")
+    pe.add_argument("--property", action="append", default=[], metavar="NAME", help="default: every explored property")
+    pe.add_argument("--revert", action="append", default=[], metavar="FIX",
+                    help="revert a fix in the release first (upstream/sched/reverts.py): a developer's change")
+    pe.add_argument("--progress-bound", type=int, default=4, metavar="K",
+                    help="progress: K iterations in a row with no batch, a request pending, nothing changing (default 4)")
+    pe.add_argument("--out", default=DEFAULT_OUT, help=f"where counterexamples go (default {DEFAULT_OUT})")
+    pe.add_argument("--no-shrink", action="store_true", help="report each counterexample as found")
+    pe.add_argument("--shrink-seconds", type=float, default=120.0, help="time for shrinking one counterexample (default 120)")
+    pe.add_argument("--dir", help="install folder (default $KVMC_SGLANG_DIR or ~/.cache/kvmc/sglang)")
+    pe.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    pe.set_defaults(fn=cmd_explore)
+
+
+# -- input -------------------------------------------------------------------------------------------------
+def _plan(args: Any) -> dict[str, Any]:
+    """The checked job: every bad input raises UpstreamUsageError before anything runs or is written."""
+    from model.designs import PRESETS
+    from specs.configs import CONFIGS
+
+    from .install import default_dir
+    from .sched import releases
+    from .sched.explore import PROPS
+    from .sched.replay import worker_path
+
+    spec = args.sglang.strip()
+    version = releases.parse_against(spec[2:] if spec.startswith("==") else spec)
+    releases.adapter(version)
+    if args.config not in CONFIGS:
+        raise UpstreamUsageError(f"--config {args.config!r}: unknown config; known: {', '.join(CONFIGS)}")
+    cfg = CONFIGS[args.config]
+    if cfg.spec is not None:
+        raise UpstreamUsageError(f"--config {args.config}: speculative decoding needs the draft and target models; "
+                                 "the hollow scheduler cannot run EAGLE (docs/explore.md)")
+    if cfg.swa_ring:
+        raise UpstreamUsageError(f"--config {args.config}: {releases.RING_NOT_REPLAYABLE}")
+    for name, v in (("--walks", args.walks), ("--depth", args.depth), ("--jobs", args.jobs),
+                    ("--progress-bound", args.progress_bound)):
+        if v < 1:
+            raise UpstreamUsageError(f"{name} {v}: expected a positive integer")
+    if not args.budget > 0 or not args.shrink_seconds > 0:
+        raise UpstreamUsageError("--budget and --shrink-seconds: expected a positive number of seconds")
+    bad = [p for p in args.property if p not in PROPS]
+    if bad:
+        raise UpstreamUsageError(f"--property {bad[0]!r}: explore checks {', '.join(PROPS)}")
+    releases.check_reverts(version, list(args.revert))
+    root = Path(args.dir) if args.dir else default_dir()
+    worker_path(root, version)  # not installed: one line, exit 2
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UpstreamUsageError(f"--out {out}: exists and is not a folder")
+    if (REPO / "counterexamples").resolve() in (out.resolve(), *out.resolve().parents):
+        raise UpstreamUsageError(f"--out {out}: the regression corpus counterexamples/ is written by `kvmc regen` only")
+    return {"version": version, "root": root, "cfg": cfg, "preset": preset_for(version, PRESETS),
+            "props": [p for p in PROPS if not args.property or p in args.property], "out": out}
+
+
+def preset_for(version: str, presets: Any) -> str:
+    """The model preset of `version`, else the newest preset before it (its parameter constraints)."""
+    from .sched.releases import version_key
+
+    if f"v{version}" in presets:
+        return f"v{version}"
+    older = [n for n in presets if n.startswith("v") and version_key(n) <= version_key(version)]
+    return max(older, key=version_key) if older else "current"
+
+
+# -- running -----------------------------------------------------------------------------------------------
+class _Workers:
+    """J worker processes, each in its own session (a terminal's Ctrl-C reaches the parent only; the
+    parent ends them with SIGTERM)."""
+
+    def __init__(self, plan: dict[str, Any], args: Any, deadline: float) -> None:
+        from .install import release_env
+        from .sched.replay import worker_path
+
+        env = release_env(worker_path(plan["root"], plan["version"]))
+        seeds = list(range(args.seed, args.seed + args.walks))
+        self.procs: list[subprocess.Popen] = []
+        self.sel = selectors.DefaultSelector()
+        for j in range(min(args.jobs, len(seeds))):
+            job = {"version": plan["version"], "config": plan["cfg"].name, "preset": plan["preset"],
+                   "seeds": seeds[j::args.jobs], "depth": args.depth, "props": plan["props"], "deadline": deadline,
+                   "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds, "reverts": list(args.revert),
+                   "progress_bound": args.progress_bound}
+            p = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
+                                 start_new_session=True)
+            assert p.stdin is not None and p.stdout is not None
+            p.stdin.write(json.dumps(job))
+            p.stdin.close()
+            self.procs.append(p)
+            self.sel.register(p.stdout, selectors.EVENT_READ, p)
+
+    def events(self, timeout: float) -> list[tuple[subprocess.Popen, dict[str, Any] | None]]:
+        """The next lines (None: that worker's output ended)."""
+        out: list[tuple[subprocess.Popen, dict[str, Any] | None]] = []
+        for key, _ in self.sel.select(timeout):
+            p = key.data
+            line = key.fileobj.readline()  # type: ignore[union-attr]
+            if not line:
+                self.sel.unregister(key.fileobj)
+                out.append((p, None))
+                continue
+            try:
+                out.append((p, json.loads(line)))
+            except json.JSONDecodeError:
+                continue  # not the worker's channel (it sends SGLang's prints to stderr; a stray line is no event)
+        return out
+
+    @property
+    def open(self) -> int:
+        return len(self.sel.get_map())
+
+    def stderr_tail(self, p: subprocess.Popen) -> str:
+        try:
+            p.wait(timeout=5)
+            return "\n".join((p.stderr.read() if p.stderr else "").strip().splitlines()[-12:])
+        except (subprocess.TimeoutExpired, OSError, ValueError):
+            return ""
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            for f in (p.stdout, p.stderr):
+                if f is not None:
+                    f.close()
+
+
+def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
+    """Run the walks; returns the result document (found counterexamples, walks, timings, errors).
+    KeyboardInterrupt / SIGTERM: the workers are ended, and the document so far carries `interrupted`."""
+    t0 = time.time()
+    deadline = t0 + args.budget
+    res: dict[str, Any] = {"version": plan["version"], "config": plan["cfg"].name, "preset": plan["preset"],
+                           "reverted": [], "props": plan["props"], "walks": 0, "steps": 0, "seconds": 0.0,
+                           "sglang_seconds": 0.0, "walk_seconds": 0.0, "import_seconds": [], "found": {}, "errors": [],
+                           "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
+                           "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None}
+    w = _Workers(plan, args, deadline)
+    old_term = signal.signal(signal.SIGTERM, _raise_term)
+    try:
+        while w.open:
+            if len(res["found"]) == len(plan["props"]):
+                break
+            for p, ev in w.events(1.0):
+                if ev is None:
+                    if p.wait() != 0:
+                        res["errors"].append({"pid": p.pid, "message": f"worker exited {p.returncode}: {w.stderr_tail(p)}"})
+                    continue
+                kind = ev["kind"]
+                if kind == "ready":
+                    res["import_seconds"].append(ev["import_seconds"])
+                    res["reverted"] = ev.get("reverted", [])
+                elif kind == "walk":
+                    res["walks"] += 1
+                    res["steps"] += ev["steps"]
+                    res["sglang_seconds"] += ev["sglang_seconds"]
+                    res["walk_seconds"] += ev["seconds"]
+                    res["walked_seeds"].append(ev["seed"])
+                elif kind == "found":
+                    ev["found_after_s"] = round(time.time() - t0 - ev.get("shrink_seconds", 0), 2)
+                    ev["walks_before"] = res["walks"]
+                    res["found"].setdefault(ev["property"], ev)
+                    if say:
+                        say(f"kvmc explore: {ev['property']} violated (walk seed {ev['seed']}, after {res['walks']} walks); shrunk to "
+                            f"{len(ev['steps'])} iterations")
+                elif kind == "error":
+                    ev["pid"] = p.pid
+                    res["errors"].append(ev)
+            if time.time() > deadline + args.shrink_seconds + 60:  # a worker that stopped listening to its deadline
+                res["errors"].append({"message": "a worker ran past its budget and was ended"})
+                break
+    except KeyboardInterrupt:
+        res["interrupted"] = "SIGINT"
+    except _Terminated:
+        res["interrupted"] = "SIGTERM"
+    finally:
+        w.stop()
+        signal.signal(signal.SIGTERM, old_term)
+    res["seconds"] = round(time.time() - t0, 2)
+    for k in ("sglang_seconds", "walk_seconds"):
+        res[k] = round(res[k], 3)
+    return res
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _raise_term(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+# -- output ------------------------------------------------------------------------------------------------
+def _seeds_line(res: dict[str, Any]) -> str:
+    s = sorted(res["walked_seeds"])
+    if not s:
+        return "no seed walked"
+    if s == list(range(s[0], s[-1] + 1)):
+        return f"seeds {s[0]}..{s[-1]}"
+    return f"{len(s)} seeds in {s[0]}..{s[-1]}"
+
+
+def verdict_lines(res: dict[str, Any]) -> list[str]:
+    out = []
+    for prop in res["props"]:
+        f = res["found"].get(prop)
+        if f is not None:
+            out.append(f"{prop:24s} violated: {f['evidence'][:160]} ({len(f['steps'])} iterations after shrinking "
+                       f"from {f['original_steps']}; walk seed {f['seed']}, found after {f['found_after_s']} s)")
+        else:
+            out.append(f"{prop:24s} no violation in {res['walks']} walks of depth {res['depth']}, {_seeds_line(res)}")
+    return out
+
+
+def write_outputs(res: dict[str, Any], plan: dict[str, Any], args: Any) -> dict[str, dict[str, str]]:
+    """Each counterexample's ITF trace, step table and reproducer, written atomically."""
+    from checker.traces import itf
+
+    written: dict[str, dict[str, str]] = {}
+    out = plan["out"]
+    for prop, f in res["found"].items():
+        trace, unmapped = _trace(f, plan, prop)
+        base = out / prop
+        meta = {"verdict": "violated", "expected": "violation", "explored_on": f"sglang=={plan['version']}",
+                "explore": {"seed": f["seed"], "depth": args.depth, "reverted": res["reverted"], "evidence": f["evidence"],
+                            "unmapped_states": unmapped,
+                            "note": "the events are kvmc's; every other choice was SGLang's own (no choice forced). "
+                                    "States are SGLang's objects mapped onto the model's variables where they map "
+                                    "(an unmapped state repeats the one before it)"}}
+        itf_path = itf.write(str(base) + ".itf.json", trace, meta)
+        txt = Path(str(base) + ".txt")
+        _atomic(txt, step_table(f, plan, res) + "\n")
+        repro = Path(str(base) + "_repro.py")
+        _atomic(repro, reproducer(f, plan, res))
+        repro.chmod(0o755)
+        written[prop] = {"itf": str(itf_path), "table": str(txt), "reproducer": str(repro)}
+    return written
+
+
+def _trace(f: dict[str, Any], plan: dict[str, Any], prop: str) -> tuple[Any, list[int]]:
+    from checker.traces.trace import Step, Trace
+    from model.config import concrete_params
+    from model.designs import PRESETS
+    from model.state import State
+
+    cfg = plan["cfg"]
+    params = concrete_params(cfg, **{k: tuple(v) if isinstance(v, list) else v for k, v in f["params"].items()})
+    states: list[Any] = []
+    unmapped: list[int] = []
+    for i, d in enumerate(f["states"]):
+        if d is None:
+            unmapped.append(i)
+            states.append(states[-1] if states else None)
+            continue
+        states.append(State(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}))
+    if states and states[0] is None:
+        from model.ops import Concrete
+        from model.system import System
+
+        system = System(cfg, PRESETS[plan["preset"]])
+        init = system.init(system.ctx(Concrete(), params))
+        states = [s if s is not None else init for s in states]
+    steps = [Step("event_loop_iteration", dict(p), s) for p, s in zip(f["steps"], states[1:])]
+    return Trace(cfg, PRESETS[plan["preset"]], params, states[0], steps, prop=prop, engine="explore"), unmapped
+
+
+def step_table(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> str:
+    head = [f"kvmc explore: {f['property']} violated on SGLang {plan['version']}"
+            + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
+            + f", config {plan['cfg'].name}",
+            f"  {f['evidence']}",
+            f"  parameters: " + ", ".join(f"{k}={v}" for k, v in f["params"].items() if v not in ([], ())),
+            f"  walk seed {f['seed']}, {f['original_steps']} iterations shrunk to {len(f['steps'])} "
+            f"({f.get('shrink_tried', 0)} candidates re-run)"]
+    return "\n".join(head + ["  " + t for t in f["table"]])
+
+
+def reproducer(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> str:
+    reverts = [r.split(" ")[0] for r in res["reverted"]]
+    table = "\n".join("    " + t for t in f["table"])
+    return f'''#!/usr/bin/env python3
+"""Reproducer written by `kvmc explore`: {f["property"]} violated on SGLang {plan["version"]}, config {plan["cfg"].name}.
+
+{f["evidence"]}
+
+It builds SGLang's real Scheduler on CPU without a model, as kvmc's upstream/sched/harness.py does
+(`Scheduler.__new__` plus what init_model_worker would set, then SGLang's own init_* methods; the
+model forward, the IPC sockets and the CUDA kernels replaced), sends the events below through
+`process_input_requests`, runs one `event_loop_normal` iteration per step (SGLang making every
+choice itself) and asserts that kvmc's property `{f["property"]}` (specs/properties.py) fails on
+SGLang's objects at the last step. Exit 0: reproduced; AssertionError: not reproduced.
+
+    python {{this file}}        (from anywhere; KVMC_REPO names the kvmc checkout, default below)
+
+It re-runs itself with SGLang {plan["version"]} and kvmc's CPU stubs on the path (PYTHONPATH of
+`kvmc sglang install`'s folders, upstream/install.py::release_path).
+
+The steps, as kvmc explore saw them:
+{table}
+"""
+
+import os
+import subprocess
+import sys
+
+KVMC = os.environ.get("KVMC_REPO", {str(REPO)!r})
+VERSION = {plan["version"]!r}
+CONFIG = {plan["cfg"].name!r}
+PRESET = {plan["preset"]!r}  # the model preset whose enqueue clip progress's assumptions read
+REVERTS = {reverts!r}
+PROPERTY = {f["property"]!r}
+PROGRESS_BOUND = {int(res["progress_bound"])!r}
+PARAMS = {pprint.pformat(f["params"], width=100)}
+STEPS = {pprint.pformat(f["steps"], width=100)}
+
+
+def main() -> int:
+    sys.path.insert(0, KVMC)
+    if os.environ.get("KVMC_REPRO_CHILD") != "1":
+        from upstream.install import default_dir, release_env
+        from upstream.sched.replay import worker_path
+
+        env = release_env(worker_path(default_dir(), VERSION))
+        env["KVMC_REPRO_CHILD"] = "1"
+        return subprocess.call([sys.executable, "-W", "ignore", os.path.abspath(__file__)], env=env, cwd=KVMC)
+    from model.config import concrete_params
+    from model.designs import PRESETS
+    from specs.configs import CONFIGS
+    from upstream.sched import harness, reverts
+    from upstream.sched.explore import Oracle
+
+    harness.setup()
+    reverts.apply(REVERTS, VERSION)
+    cfg = CONFIGS[CONFIG]
+    params = concrete_params(cfg, **{{k: tuple(v) if isinstance(v, list) else v for k, v in PARAMS.items()}})
+    h = harness.RealScheduler(cfg, params, force=False)  # SGLang's own choices: nothing forced
+    h.forcing.observe = False
+    oracle = Oracle([PROPERTY], PROGRESS_BOUND, PRESETS[PRESET])
+    verdict = None
+    for t, picks in enumerate(STEPS, 1):
+        h.step(picks)
+        verdict = oracle.judge(h, picks)
+        print(f"step {{t}}: events {{picks or '(none)'}}: " + (f"{{verdict[0]}} violated: {{verdict[1]}}" if verdict else "holds"))
+        if verdict is not None:
+            break
+    assert verdict is not None and verdict[0] == PROPERTY and t == len(STEPS), \\
+        f"not reproduced: {{PROPERTY}} did not fail at step {{len(STEPS)}} on SGLang {{VERSION}}"
+    print(f"reproduced: {{PROPERTY}} violated on SGLang {{VERSION}} at step {{t}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _atomic(path: Path, text: str) -> None:
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".kvmc-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
+    plan_line = (f"kvmc explore: SGLang {res['version']}"
+                 + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
+                 + f", config {res['config']} (model preset {res['preset']} for the parameter bounds), "
+                 f"{res['walks']} walks of at most {res['depth']} iterations, {res['steps']} SGLang iterations in "
+                 f"{res['seconds']} s ({res['jobs']} job{'s' if res['jobs'] > 1 else ''}; SGLang's import "
+                 f"{max(res['import_seconds'] or [0])} s; {_rate(res)} iterations/s walking, "
+                 f"{res['sglang_seconds']} s of it inside SGLang's scheduler)")
+    out = [plan_line]
+    if res["interrupted"]:
+        out.append(f"INTERRUPTED by {res['interrupted']}: what follows is what was established before")
+    out += verdict_lines(res)
+    for prop, w in written.items():
+        out.append(f"  {prop}: {w['itf']}, {w['table']}, {w['reproducer']}")
+        out.extend("    " + t for t in res["found"][prop]["table"])
+    for e in res["errors"]:
+        out.append(f"error (kvmc could not drive this walk; not a finding): seed {e.get('seed')}: "
+                   + str(e["message"]).splitlines()[0])
+    return "\n".join(out)
+
+
+def _rate(res: dict[str, Any]) -> str:
+    return f"{res['steps'] / res['walk_seconds']:.0f}" if res["walk_seconds"] else "-"
+
+
+def cmd_explore(args: Any) -> int:
+    try:
+        plan = _plan(args)
+    except UpstreamUsageError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    res = explore(plan, args, say=None if args.json else (lambda m: print(m, file=sys.stderr, flush=True)))
+    usage = [e for e in res["errors"] if e.get("seed") is None and "does not import" not in str(e["message"])
+             and "revert" in str(e["message"]).lower()]
+    if usage:
+        print(f"kvmc: error: {str(usage[0]['message']).splitlines()[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    written = write_outputs(res, plan, args) if res["found"] else {}
+    if args.json:
+        doc = dict(res, written=written)
+        for f in doc["found"].values():
+            f.pop("states", None)
+        print(json.dumps(doc, indent=1, default=str))
+    else:
+        print(report(res, written))
+    if res["interrupted"]:
+        return EXIT_SIGINT if res["interrupted"] == "SIGINT" else EXIT_SIGTERM
+    if res["errors"]:
+        for e in res["errors"]:
+            print(f"kvmc: internal error: {e['message']}", file=sys.stderr)
+        return EXIT_INTERNAL
+    return EXIT_VIOLATION if res["found"] else EXIT_OK
