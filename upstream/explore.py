@@ -80,7 +80,10 @@ def _plan(args: Any) -> dict[str, Any]:
     from .sched.replay import worker_path
 
     spec = args.sglang.strip()
-    version = releases.parse_against(spec[2:] if spec.startswith("==") else spec)
+    try:
+        version = releases.parse_against(spec[2:] if spec.startswith("==") else spec)
+    except UpstreamUsageError:
+        raise UpstreamUsageError(f"--sglang {spec!r}: expected ==VERSION, e.g. ==0.5.13 (an installed release)") from None
     releases.adapter(version)
     if args.config not in CONFIGS:
         raise UpstreamUsageError(f"--config {args.config!r}: unknown config; known: {', '.join(CONFIGS)}")

@@ -262,7 +262,13 @@ def _evidence(h: Any, prop: str, led: Any) -> str:
     if prop.startswith("busy_check"):
         return f"SGLang's busy check {h.busy.verdict()}; ledger on SGLang's objects: {led.describe()}"
     if prop == "prompt_prefilled":
-        return "a request past its prefill holds less KV than its prompt"
+        from .abstraction import req_len
+        from .driver import _prefill_cut_short
+
+        cut = [sl for sl in h.slots if _prefill_cut_short(h, sl)]
+        return "a request past its prefill did not compute its whole prompt: " + "; ".join(
+            f"request {sl.r} kv_committed_len {req_len(sl.req, 'kv_committed_len')}, prompt + output "
+            f"{len(sl.req.origin_input_ids) + len(sl.req.output_ids)} (expected one less)" for sl in cut)
     return f"ledger on SGLang's objects: {led.describe()}"
 
 
