@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from checker import interrupt
+
 from .errors import EXIT_USAGE, UpstreamUsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,7 +209,8 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                            "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
                            "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None}
     w = _Workers(plan, args, deadline)
-    old_term = signal.signal(signal.SIGTERM, _raise_term)
+    handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)  # kvmc's handler, or a caller's
+    old_term = signal.signal(signal.SIGTERM, _raise_term) if not handled else None
     try:
         while w.open:
             if len(res["found"]) == len(plan["props"]):
@@ -244,9 +247,12 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
         res["interrupted"] = "SIGINT"
     except _Terminated:
         res["interrupted"] = "SIGTERM"
+    except interrupt.Interrupted as e:  # `kvmc`'s own handler (checker/interrupt.py): the partial report follows
+        res["interrupted"] = e.name
     finally:
         w.stop()
-        signal.signal(signal.SIGTERM, old_term)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     res["seconds"] = round(time.time() - t0, 2)
     for k in ("sglang_seconds", "walk_seconds"):
         res[k] = round(res[k], 3)

@@ -28,7 +28,8 @@ or specs/liveness.py with the same name and meaning):
   scheduler (harness.py classifies; driver.py::violated decides);
 * conservation: the ownership ledger on the real pools and rows (upstream/sched/ledger.py);
 * busy_check_sound / busy_check_complete: SGLang's busy check against the ledger (driver.violated);
-* prompt_prefilled: a request past its prefill computed its whole prompt (driver.violated);
+* prompt_prefilled: a request past its prefill computed its whole prompt (its committed KV is not short
+  of its fill minus one: `_cut_short`);
 * idle_check_sound / idle_check_complete: on an idle server (no batch ran, nothing running or
   chunked) SGLang's idle check against the ledger and the locks;
 * lock_ledger (its idle part): on an idle server with no session holding KV, every tree node's lock
@@ -159,8 +160,11 @@ class Oracle:
         idle = h.oom == OOM_NONE and h.last_batch is None and not any(s in (RUNNING, CHUNKED) for s in sts)
         locks = _idle_locks(h) if idle and not _session_holds(h) else []
         for prop in self.props:
-            if prop in ("no_prefill_oom", "no_decode_oom", "no_scheduler_assertion", "conservation",
-                        "prompt_prefilled", "busy_check_sound", "busy_check_complete"):
+            if prop == "prompt_prefilled":
+                if _cut_short(h):
+                    return prop, _evidence(h, prop, led)
+            elif prop in ("no_prefill_oom", "no_decode_oom", "no_scheduler_assertion", "conservation",
+                          "busy_check_sound", "busy_check_complete"):
                 if violated(h, prop, led):
                     return prop, _evidence(h, prop, led)
             elif prop == "idle_check_sound":
@@ -256,6 +260,19 @@ def _queue(h: Any, sts: list[int]) -> str:
     return ", ".join(f"request {sl.r} {names.get(s, 'new')}" for sl, s in zip(h.slots, sts))
 
 
+def _cut_short(h: Any) -> list[Any]:
+    """prompt_prefilled's violation as SGLang's objects show it: a request past its prefill
+    (driver.py::_prefill_cut_short) whose committed KV is short of its fill minus one. A committed
+    length above it is no cut prompt: a finished streaming turn's output is trimmed
+    (StreamingSession._trim_overshoot, 0.5.11+) while its KV stays, which the replay's `observable`
+    maps away too."""
+    from .abstraction import req_len
+    from .driver import _prefill_cut_short
+
+    return [sl for sl in h.slots if _prefill_cut_short(h, sl)
+            and req_len(sl.req, "kv_committed_len") < len(sl.req.origin_input_ids) + len(sl.req.output_ids) - 1]
+
+
 def _evidence(h: Any, prop: str, led: Any) -> str:
     if prop.startswith("no_") and h.oom != OOM_NONE:
         return f"SGLang raised: {h.oom_message}"
@@ -263,9 +280,8 @@ def _evidence(h: Any, prop: str, led: Any) -> str:
         return f"SGLang's busy check {h.busy.verdict()}; ledger on SGLang's objects: {led.describe()}"
     if prop == "prompt_prefilled":
         from .abstraction import req_len
-        from .driver import _prefill_cut_short
 
-        cut = [sl for sl in h.slots if _prefill_cut_short(h, sl)]
+        cut = _cut_short(h)
         return "a request past its prefill did not compute its whole prompt: " + "; ".join(
             f"request {sl.r} kv_committed_len {req_len(sl.req, 'kv_committed_len')}, prompt + output "
             f"{len(sl.req.origin_input_ids) + len(sl.req.output_ids)} (expected one less)" for sl in cut)
