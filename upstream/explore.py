@@ -291,6 +291,7 @@ def verdict_lines(res: dict[str, Any]) -> list[str]:
 
 def write_outputs(res: dict[str, Any], plan: dict[str, Any], args: Any) -> dict[str, dict[str, str]]:
     """Each counterexample's ITF trace, step table and reproducer, written atomically."""
+    from checker.reports.html import write_atomic as _atomic
     from checker.traces import itf
 
     written: dict[str, dict[str, str]] = {}
@@ -429,20 +430,6 @@ def main() -> int:
 if __name__ == "__main__":
     sys.exit(main())
 '''
-
-
-def _atomic(path: Path, text: str) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".kvmc-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:

@@ -22,6 +22,8 @@ Modules, lowest first:
     driver.py       one trace: step, compare, first divergence, verdict (worker side)
     worker.py       `python -m upstream.sched.worker`: many traces per process, one release
     replay.py       the parent: `kvmc replay --against`, `kvmc check --confirm sglang==V`
+    explore.py      `kvmc explore`'s worker: seeded walks of environment events, SGLang choosing the rest,
+                    kvmc's properties judged on the real objects, shrinking (parent: upstream/explore.py)
 
 Layering: like checker/replay/, this package reads traces (checker/traces/) and imports model/ and
 specs/; SGLang is imported only inside the worker subprocess, whose PYTHONPATH selects the release
