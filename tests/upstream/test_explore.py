@@ -169,3 +169,44 @@ def test_out_that_is_a_file_is_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     f.write_text("x")
     code, _, err = _explore(["--sglang", "==0.5.13", "--config", "hybrid_swa"], f, capsys)
     assert code == 2 and "is not a folder" in err and f.read_text() == "x"
+
+
+def _explore_workers(parent: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"upstream.sched.explore" in cmd:
+            out.append(int(d.name))
+    return out
+
+
+def test_ctrl_c_ends_the_workers_and_reports_the_walks_so_far(sched_root: Path, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    code = "import sys; from checker.cli import main; sys.exit(main())"
+    p = subprocess.Popen([sys.executable, "-c", code, "explore", "--sglang", "==0.5.13", "--config", "hybrid_swa",
+                          "--property", "conservation", "--walks", "1000000", "--jobs", "2", "--budget", "300",
+                          "--out", str(tmp_path / "o")], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    workers: list[int] = []
+    for _ in range(600):  # until both workers are running (they import SGLang), at most a minute
+        workers = _explore_workers(p.pid)
+        if len(workers) == 2:
+            break
+        time.sleep(0.1)
+    assert len(workers) == 2
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err[-2000:]
+    assert "INTERRUPTED by SIGINT" in out and "conservation" in out and "no violation in" in out, out
+    for w in workers:
+        assert not Path(f"/proc/{w}").exists() or "Z" in Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0]
