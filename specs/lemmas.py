@@ -29,7 +29,7 @@ class Lemma:
         allocation failure (`System.enabled`: SGLang raised and the scheduler died), so it holds
         there trivially. Sound: as an assumption it only ever meets enabled states; as a goal it
         no longer asks the solver to rule out the OOM itself, which is `no_prefill_oom`'s own proof
-        (a HiCache case whose post-state was a failed extend: see docs/proofs.md, history)."""
+        (a HiCache case whose post-state was a failed extend: see docs/log/proofs.md)."""
         return x.or_(s.oom != OOM_NONE, self.body(x, s))
 
 

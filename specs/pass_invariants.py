@@ -9,7 +9,7 @@ evicts and allocates what they were admitted for. As one step query (k-induction
 it on hybrid_swa_hicache (unknown after 600 s on both requests waiting, two admissions with
 load-backs). Stated at each admission, it is one admission at a time: the first holds after the
 first admission, each holds after the next given the one before, and the allocation's case closes
-given the last (measured in docs/proofs.md, history).
+given the last (measured in docs/log/proofs.md).
 
 How they are used (checker/engines/induction.py, `KInduction._prove_pass_invariants`). A pass invariant
 is never assumed untested: for the step being asked, it is proved at its first checkpoint from the

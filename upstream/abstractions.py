@@ -155,7 +155,7 @@ ABSTRACTIONS.append(Abstraction(
     "cannot be forced on SGLang; it is counted here only where SGLang's own eviction in that step is one the model "
     "allows too (the step re-run with SGLang's evicted and tombstoned atoms reaches SGLang's state), as the "
     "lifecycle rows accept an eviction. Restricting the model to exclude these sets was measured: 10x and more on "
-    "z3's hybrid_swa_page4 queries (session 28), so the superset stays.",
+    "z3's hybrid_swa_page4 queries, so the superset stays.",
     "none for safety (a superset of SGLang's evictions): a counterexample that needs such a set would not replay on "
     "SGLang, which `kvmc replay --against` reports",
     LOOP_ROWS,
@@ -220,7 +220,7 @@ ABSTRACTIONS.append(Abstraction(
     "and free_swa drops SWA index 0 (0.5.11:mem_cache/swa_memory_pool.py:463-467). kvmc gives the request phantom "
     "KV instead (kv_allocated_len = kv_committed_len = fill, from no pool; model/system.py::stash_chunked_req): "
     "the tree holds tokens no pool handed out in both, but the lengths, the pool sizes and the ownership differ "
-    "afterwards (diagnosed in session 31: about half of the page-4 walks with a phantom stash differ). Without a "
+    "afterwards (about half of the page-4 walks with a phantom stash differ). Without a "
     "tree (SWAChunkCache, `hybrid_swa_chunk_cache`) the stash makes those never-written entries the next chunk's "
     "prefix: SGLang's lengths move at that 0-token extend, kvmc's at the stash, and kvmc's conservation is violated "
     "a step before SGLang's row holds the unwritten slot.",

@@ -1,4 +1,4 @@
-"""The model changes the scheduler-loop conformance rows found (docs/conformance.md, session 28), each
+"""The model changes the scheduler-loop conformance rows found (docs/conformance.md, "What the harness changed in the model"), each
 shown on the walk its row shrank the disagreement to, run through the concrete model under the
 design with and without the change (no SGLang needed: tests/upstream/test_loop_rows.py runs the
 rows themselves)."""

@@ -298,7 +298,7 @@ def _tombstone_then_delete_walks(design: str, tmp: Path, n: int = 12) -> list[st
 
 @pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
 def test_swa_pass_tombstone_before_child_matches_sglang(version: str, tmp_path: Path) -> None:
-    """docs/conformance.md "The eviction gap fixed": SGLang's UnifiedRadixCache SWA pass may tombstone a
+    """docs/log/conformance.md "The eviction gap fixed": SGLang's UnifiedRadixCache SWA pass may tombstone a
     node and then delete its last child in one eviction, leaving a Full-only leaf. Walks in which the
     model does that replay on SGLang's own scheduler (the forcing puts such a node ahead of the child in
     the SWA LRU list): some follow state for state, and none disagrees (where the walk's set is not one
