@@ -71,7 +71,8 @@ def _features(cfg) -> str:
     if cfg.streaming_sessions:
         f.append("streaming sessions")
     if cfg.spec:
-        f.append(f"spec {cfg.spec}")
+        sp = cfg.spec
+        f.append(f"spec v{sp.version} (steps {sp.num_steps}, topk {sp.topk}, draft tokens {sp.num_draft_tokens})")
     if cfg.truncation_align_size:
         f.append(f"truncation_align_size {cfg.truncation_align_size}")
     if cfg.over_long:
