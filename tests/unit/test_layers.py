@@ -15,7 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("model", "specs", "pool", "checker", "upstream", "bench")
+PACKAGES = ("model", "specs", "pool", "checker", "upstream", "bench", "docs")
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 
 
