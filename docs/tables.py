@@ -189,7 +189,9 @@ def conform_section() -> str:
     from upstream.conform import generated_section
 
     d = _conform_results()
-    return generated_section(d["results"], d["command"], float(d["seconds"]))
+    return generated_section(d["results"], d["command"], float(d["seconds"]),
+                             rerun="Rerun it (the recorded run is docs/data/conform.json), then `python -m docs`, to "
+                             "regenerate this section.")
 
 
 # -- mutants.md ------------------------------------------------------------------------------------
