@@ -11,7 +11,7 @@ with no violation says only that these walks found none.
 Session 45's run (15 s a pair, 10 presets) found no new SGLang finding; it did find two kvmc issues,
 both fixed: chunk sizes that are not page multiples (which every release refuses at startup) gave a
 false busy-check alarm at page 4, and `lock_ledger` / `request_bounds` judged the half-done state a
-crash leaves (docs/log/findings.md, "Deep random walks").
+crash leaves (docs/findings.md, "Deep random walks"; the run: docs/log/findings.md).
 """
 
 from __future__ import annotations
