@@ -263,7 +263,7 @@ def survivors() -> str:
     return _table(["mutant", "design", "change", "gap", "run"], rows)
 
 
-# -- releases.md -----------------------------------------------------------------------------------
+# -- releases.md and model.md -----------------------------------------------------------------------------------
 
 
 def fixes() -> str:
@@ -271,7 +271,7 @@ def fixes() -> str:
 
     rows = [[f"`{f.name}`", f"#{f.pr}" if f.pr else "not identified", f.first_tag, ", ".join(f"`{v}`" for v in f.variants),
              f.summary] for f in FIXES.values()]
-    return _table(["flag", "SGLang PR", "first release", "variants", "what the flag models"], rows)
+    return _table(["fix", "SGLang PR", "first release", "variants", "what it changes"], rows)
 
 
 def preset_flags() -> str:
@@ -338,7 +338,7 @@ def sections() -> list[Section]:
         Section("mutation_modules", "mutants.md", mutation_modules),
         Section("survivors", "mutants.md", survivors),
         Section("releases", "releases.md", releases),
-        Section("fixes", "releases.md", fixes),
+        Section("fixes", "model.md", fixes),
         Section("preset_flags", "releases.md", preset_flags),
     ]
 

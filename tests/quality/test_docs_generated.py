@@ -115,10 +115,10 @@ def test_check_exits_1_on_a_stale_table_or_a_dated_line(tmp_path, monkeypatch, c
     (docs / "engines.md").write_text((docs / "engines.md").read_text() + "\nMeasured in session 48 at load 5.\n")
     assert cli.main(["--check"]) == 1
     assert "a session number" in capsys.readouterr().out
-    page = docs / "releases.md"
+    page = docs / "model.md"
     page.write_text(re.sub(r"(\| `swa_busy_check` \| )#\d+", r"\1#1", page.read_text(), count=1))
     assert cli.main(["--check"]) == 1
-    assert "docs/releases.md: generated tables are stale" in capsys.readouterr().out
+    assert "docs/model.md: generated tables are stale" in capsys.readouterr().out
     assert cli.main([]) == 0  # regenerates the copy in place ...
     assert "#1 |" not in page.read_text().split(tables.begin("fixes"))[1].split("\n")[3]
     (docs / "engines.md").write_text((docs / "engines.md").read_text().replace("Measured in session 48 at load 5.", ""))
