@@ -138,3 +138,21 @@ def test_the_command_runs_without_z3_or_sglang():
             "sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_relative_link_of_docs_resolves(tmp_path):
+    def broken(docs: Path) -> list[str]:
+        out = []
+        for page in sorted(docs.rglob("*.md")):
+            for m in re.finditer(r"\]\(([^)\s]+)\)", page.read_text()):
+                target = m.group(1)
+                if target.startswith(("http:", "https:", "#", "mailto:")):
+                    continue
+                if not (page.parent / target.split("#")[0]).exists():
+                    out.append(f"{page.relative_to(docs)}: ({target})")
+        return out
+
+    assert not broken(tables.DOCS), "broken links:\n" + "\n".join(broken(tables.DOCS))
+    docs = _copy_docs(tmp_path)
+    (docs / "log" / "proofs.md").write_text((docs / "log" / "proofs.md").read_text().replace("](../model.md)", "](model.md)"))
+    assert broken(docs) and all(b.startswith("log/proofs.md") for b in broken(docs))
