@@ -183,6 +183,31 @@ _ALIGNED_THREE = replace(
 )
 
 
+_HYBRID_SWA_PAGE4 = Config(
+    name="hybrid_swa_page4",
+    doc="hybrid SWA at page_size 4 (real page arithmetic: unaligned C, page-floored windows, the chunk's page "
+        "reserve), chunked prefill, two requests; W 1..7 (a page multiple or not, below or above a page)",
+    num_reqs=2,
+    page_size=4,
+    hybrid_swa=True,
+    chunked_prefill=True,
+    private_atoms=3,
+    bounds={
+        "full_tokens": (8, 48),
+        "swa_tokens": (8, 48),
+        "sliding_window_size": (1, 7),
+        "input_len": (1, 16),
+        "max_new_tokens": (1, 4),
+        "chunked_prefill_size": (4, 12),
+        "req_pool_size": (2, 2),
+        "max_prefill_tokens": (8, 32),
+    },
+    explicit_bounds={"full_tokens": (32, 32), "swa_tokens": (16, 16), "sliding_window_size": (5, 5),
+                     "input_len": (1, 10), "max_new_tokens": (1, 2), "chunked_prefill_size": (8, 8),
+                     "max_prefill_tokens": (16, 16)},
+)
+
+
 CONFIGS: dict[str, Config] = {
     c.name: c
     for c in [
@@ -298,29 +323,26 @@ CONFIGS: dict[str, Config] = {
                              "input_len": (4, 5), "max_new_tokens": (1, 3), "warm_len": (3, 3), "warm_host": (1, 1),
                              "chunked_prefill_size": (4, 4), "max_prefill_tokens": (16, 16)},
         ),
-        Config(
-            name="hybrid_swa_page4",
-            doc="hybrid SWA at page_size 4 (real page arithmetic: unaligned C, page-floored windows, the chunk's page "
-                "reserve), chunked prefill, two requests; W 1..7 (a page multiple or not, below or above a page)",
-            num_reqs=2,
-            page_size=4,
-            hybrid_swa=True,
-            chunked_prefill=True,
-            private_atoms=3,
-            bounds={
-                "full_tokens": (8, 48),
-                "swa_tokens": (8, 48),
-                "sliding_window_size": (1, 7),
-                "input_len": (1, 16),
-                "max_new_tokens": (1, 4),
-                "chunked_prefill_size": (4, 12),
-                "req_pool_size": (2, 2),
-                "max_prefill_tokens": (8, 32),
-            },
-            explicit_bounds={"full_tokens": (32, 32), "swa_tokens": (16, 16), "sliding_window_size": (5, 5),
-                             "input_len": (1, 10), "max_new_tokens": (1, 2), "chunked_prefill_size": (8, 8),
-                             "max_prefill_tokens": (16, 16)},
-        ),
+        _HYBRID_SWA_PAGE4,
+        # the page sizes hybrid-SWA models are served with (16 by default for SWA models on FA3, 64 with
+        # FlashMLA / trtllm backends): every pool, chunk and warm length a page multiple (server_args);
+        # the window and the prompts unaligned. Checked by the concrete engines only (`symbolic=False`):
+        # z3 reaches depth 1 on page 4 already (docs/engines.md), and the concrete step does not care
+        # about page arithmetic.
+        _at_page(_HYBRID_SWA_PAGE4, 16, "hybrid_swa_page16",
+                 "hybrid SWA at page_size 16 (SWA models on FA3), chunked prefill, two requests; W 1..40 and "
+                 "prompts 1..64 unaligned",
+                 full_tokens=(32, 192), swa_tokens=(32, 192), sliding_window_size=(1, 40), input_len=(1, 64),
+                 chunked_prefill_size=(16, 48), max_prefill_tokens=(32, 128),
+                 full_tokens_explicit=(128, 128), swa_tokens_explicit=(64, 64), sliding_window_size_explicit=(20, 20),
+                 input_len_explicit=(15, 18), chunked_prefill_size_explicit=(32, 32), max_prefill_tokens_explicit=(64, 64)),
+        _at_page(_HYBRID_SWA_PAGE4, 64, "hybrid_swa_page64",
+                 "hybrid SWA at page_size 64 (FlashMLA / trtllm backends), chunked prefill, two requests; W 1..160 and "
+                 "prompts 1..256 unaligned",
+                 full_tokens=(128, 768), swa_tokens=(128, 768), sliding_window_size=(1, 160), input_len=(1, 256),
+                 chunked_prefill_size=(64, 192), max_prefill_tokens=(128, 512),
+                 full_tokens_explicit=(512, 512), swa_tokens_explicit=(256, 256), sliding_window_size_explicit=(80, 80),
+                 input_len_explicit=(63, 66), chunked_prefill_size_explicit=(128, 128), max_prefill_tokens_explicit=(256, 256)),
         _SESSIONS,
         _at_page(_SESSIONS, 2, "sessions_paged", "sessions at page_size 2: a turn restored from its slot, a rewind freeing "
                  "the row's tail [ceil(prefix), A) by pages, retraction of a paged session row",
@@ -431,7 +453,7 @@ CONFIGS: dict[str, Config] = {
                 "req_pool_size": (3, 3),
                 "max_prefill_tokens": (8, 32),
             },
-            # a retraction at depth 5 (full 8, max_new 5, 4, 3): see docs/mutants.md, "configs"
+            # a retraction at depth 5 (full 8, max_new 5, 4, 3): see docs/log/mutants.md, "configs"
             explicit_bounds={"full_tokens": (8, 8), "input_len": (1, 1), "max_new_tokens": (3, 5),
                              "max_prefill_tokens": (16, 16)},
         ),

@@ -221,7 +221,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     keep_hypothesis_in(args.out)
     if args.proof_cache is not None:
-        if args.engine not in ("bmc", "induction") or args.no_prove:
+        if args.engine not in ("bmc", "induction", "portfolio") or args.no_prove:
             raise UsageError(f"--proof-cache applies to the proofs of the bmc and induction engines, not --engine {args.engine}"
                              + (" --no-prove" if args.no_prove else ""))
         from checker.engines import proof_cache
@@ -476,6 +476,8 @@ def _report_text(report: Any, written: dict[tuple[str, str], str], verbose: bool
             if r.meta.get("interrupted"):
                 w += f"  [interrupted {r.meta['interrupted']}]"
             out.append(f"  {r.property:20s} {w}")
+            if r.meta.get("also"):  # --engine portfolio: the other engine's verdict (checker/engines/portfolio.py)
+                out.append(f"    {r.meta['also']}")
             if r.verdict is Verdict.VIOLATED and r.trace is not None:
                 path = written.get((c.config, r.property))
                 out.append(f"    counterexample: {path} (replayed through the concrete model; pool: "
@@ -535,7 +537,8 @@ def add_check_parser(sub: Any) -> None:
     pc.add_argument("--property", action="append", default=[], metavar="NAME", help="default: all")
     pc.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all, relevant ones first")
     pc.add_argument("--depth", type=int, default=10, help="scheduler iterations to check (default 10)")
-    pc.add_argument("--engine", default="bmc", help="bmc (default), explicit, random, induction")
+    pc.add_argument("--engine", default="portfolio",
+                    help="portfolio (default: explicit and bmc side by side, checker/engines/portfolio.py), bmc, explicit, random, induction")
     pc.add_argument("--examples", type=positive_int, default=None, metavar="N",
                     help="--engine random: runs per property (default 200); a rare failure needs more")
     pc.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",

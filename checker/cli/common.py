@@ -224,7 +224,7 @@ def lemma_selection(args: argparse.Namespace) -> list[str] | None:
         return None
     for n in args.without_lemma:
         _choices("lemma", n, list(LEMMAS))
-    if args.engine not in ("bmc", "induction"):
+    if args.engine not in ("bmc", "induction", "portfolio"):
         raise UsageError(f"--without-lemma applies to the proofs of the bmc and induction engines, not --engine {args.engine}")
     return [n for n in LEMMAS if n not in args.without_lemma]
 

@@ -64,6 +64,7 @@ from checker.engines.encode import ModelOracle, Unrolling, _freshen, eval_params
 from checker.engines.explicit import Explorer, fair_cycles, readable_key
 from checker.engines.induction import KInduction, unbounded_params
 from checker.engines.substeps import free_state
+from checker.engines.applies import beyond_symbolic_reach
 from checker.engines.results import ConfigReport, Result
 from checker.engines.shrink import MAX_PASSES, OBJECTIVE_ORDER, PinnedOracle, _candidates, _coordinates, _with
 from checker.traces.trace import Step, Trace, TraceMismatch, run_concrete
@@ -801,8 +802,10 @@ def with_liveness(run_one: Callable[..., ConfigReport], engine: str) -> Callable
             results.update(rep.results)
             proof = rep.proof
         if live:
+            # the portfolio's liveness runs on BMC's lassos, or on the explicit graph past z3's page reach
+            eng = engine if engine != "portfolio" else "explicit" if beyond_symbolic_reach("bmc", cfg) else "bmc"
             results.update(check_config(design, cfg, live, depth, prove, timeout_ms, progress, minimize, keep_going,
-                                        engine=engine).results)
+                                        engine=eng).results)
         return ConfigReport(cfg.name, {p: results[p] for p in props}, time.perf_counter() - t0, proof)
 
     return run

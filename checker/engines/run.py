@@ -28,7 +28,7 @@ from model.system import System
 from specs.lemmas import LEMMAS
 from specs.configs import CONFIGS
 from specs.liveness import LIVENESS
-from checker.engines.applies import for_config, nothing_applies
+from checker.engines.applies import beyond_symbolic_reach, for_config, nothing_applies
 from specs.properties import PROPERTIES
 
 from checker import interrupt
@@ -338,6 +338,7 @@ ENGINES: dict[str, str] = {
     "explicit": "checker.engines.explicit",
     "random": "checker.engines.random_engine",
     "induction": "checker.engines.induction",
+    "portfolio": "checker.engines.portfolio",  # explicit and bmc side by side (portfolio.py)
 }
 
 
@@ -375,9 +376,13 @@ def run_check(design: Design, configs: list[str], props: list[str], depth: int, 
     stopped = False
     run_one = engine_check_config(engine, props)
     # the configs whose mechanism the design's release does not ship: reported first, whatever stops the rest
-    skipped = [ConfigReport(n, {}, 0.0, {}, not_applicable=why) for n in configs if (why := CONFIGS[n].not_modelled_by(design))]
+    # and those beyond the engine's reach (a z3 engine at page 16 or 64: applies.py)
+    def why_not(n: str) -> str | None:
+        return CONFIGS[n].not_modelled_by(design) or beyond_symbolic_reach(engine, CONFIGS[n])
+
+    skipped = [ConfigReport(n, {}, 0.0, {}, not_applicable=why) for n in configs if (why := why_not(n))]
     out += skipped
-    configs = [n for n in configs if not CONFIGS[n].not_modelled_by(design)]
+    configs = [n for n in configs if not why_not(n)]
     for name in order_configs(configs, design, baseline):
         extra: dict[str, Any] = {} if lemmas is None else {"lemmas": lemmas}  # the proofs' lemmas (bmc and induction engines)
         if examples is not None:  # the random engine's runs per property

@@ -29,11 +29,11 @@ def fenced_commands(text: str) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
         for line in block.splitlines():
-            i = line.find("kvmc ")
-            if i < 0 or (i > 0 and line[i - 1] not in " &;("):
-                continue
-            cmd, _, comment = line[i:].partition(" #")
-            out.append((cmd.strip(), LONG in "#" + comment))
+            line, _, comment = line.partition(" #")
+            for part in line.split("&&"):  # `kvmc sglang install V && kvmc explore ...`: two commands
+                part = part.strip()
+                if part.startswith("kvmc "):
+                    out.append((part, LONG in "#" + comment))
     return out
 
 

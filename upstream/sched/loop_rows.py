@@ -50,6 +50,9 @@ LOOP_ROWS = {
     "event_loop/aligned_page4": "aligned_page4",
     "event_loop/swa": "hybrid_swa",
     "event_loop/swa_page4": "hybrid_swa_page4",
+    # the page sizes SWA models are served with (issue 62): 16 (FA3), 64 (FlashMLA / trtllm)
+    "event_loop/swa_page16": "hybrid_swa_page16",
+    "event_loop/swa_page64": "hybrid_swa_page64",
     "event_loop/mixed": "mixed",  # --enable-mixed-chunk: the running batch decodes inside the prefill batch
     "event_loop/swa_mixed": "hybrid_swa_mixed",  # the same with hybrid SWA (the decode's _evict_swa and SWA slots)
     # --disable-radix-cache: SWAChunkCache up to 0.5.21, a disabled UnifiedRadixCache from 0.5.22
