@@ -337,6 +337,7 @@ ENGINES: dict[str, str] = {
     "bmc": "checker.engines.run",
     "explicit": "checker.engines.explicit",
     "random": "checker.engines.random_engine",
+    "swarm": "checker.engines.swarm",  # randomized depth-first runs over whole bounds (swarm.py)
     "induction": "checker.engines.induction",
     "portfolio": "checker.engines.portfolio",  # explicit and bmc side by side (portfolio.py)
 }
