@@ -538,7 +538,7 @@ def add_check_parser(sub: Any) -> None:
     pc.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all, relevant ones first")
     pc.add_argument("--depth", type=int, default=10, help="scheduler iterations to check (default 10)")
     pc.add_argument("--engine", default="portfolio",
-                    help="portfolio (default: explicit and bmc side by side, checker/engines/portfolio.py), bmc, explicit, random, induction")
+                    help="portfolio (default: explicit and bmc side by side, checker/engines/portfolio.py), bmc, explicit, random, swarm, induction")
     pc.add_argument("--examples", type=positive_int, default=None, metavar="N",
                     help="--engine random: runs per property (default 200); a rare failure needs more")
     pc.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
