@@ -10,8 +10,15 @@ the graph engine (checker/engines/explicit_graph.py, today's before issue 62), m
    points and over the whole-bounds point set (`bound_points`, `WHOLE_POINTS` points: the old ones,
    then boundary combinations, then the whole bounds), the graph engine over the old points.
 
+3. Acceptance 2 of issue 62: `kvmc check --engine explicit --config hybrid_swa_hicache --depth 8`'s
+   search (`explicit.check_config`, the default `bound_points`) under a 300 s limit
+   (`KVMC_BENCH_EXPLICIT_ACCEPT_S`): the depth it completes, its states and its coverage words.
+4. The deep planted bug (tests/engines/test_deep_planted.py: `free_swa_keeps_index_mapping` needing
+   depth 6): seconds to find it for the explicit search, the swarm (checker/engines/swarm.py) and BMC
+   (to depth 6), and BMC's seconds to show depth 5 safe.
+
 `KVMC_BENCH_EXPLICIT_BUDGET` (seconds, default 40) sets part 2's budget per run; quick mode: depth
-2 in part 1 and a 15 s budget. The machine is shared: the load average is recorded beside the rows.
+2 in part 1, a 15 s budget, a 30 s limit in part 3 and no BMC in part 4. The machine is shared: the load average is recorded beside the rows.
 """
 
 from __future__ import annotations
@@ -93,9 +100,61 @@ def _depths(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def _acceptance(quick: bool) -> list[dict[str, Any]]:
+    from checker.engines.explicit import check_config
+
+    limit = float(os.environ.get("KVMC_BENCH_EXPLICIT_ACCEPT_S", "30" if quick else "300"))
+    cfg = CONFIGS[RATE_CONFIG]
+    t = time.perf_counter()
+    rep = check_config(PRESETS["current"], cfg, None, 8, timeout_ms=int(limit * 1000))
+    secs = time.perf_counter() - t
+    r = next(iter(rep.results.values()))
+    return [{"benchmark": "acceptance 2", "config": RATE_CONFIG, "depth asked": 8, "limit s": limit,
+             "seconds": round(secs, 1), "depth": r.depth, "states": r.meta.get("distinct_states"),
+             "points": f"{r.meta.get('parameter_points')} of {r.meta.get('points_in_bounds')}",
+             "words": r.words() if r.verdict.value != "unknown" else f"unknown: {r.reason}", "load": _load()}] + _swarm(quick)
+
+
+def _swarm(quick: bool) -> list[dict[str, Any]]:
+    """The swarm where exhaustive search stops: hybrid_swa_hicache to depth 8, two processes."""
+    from checker.engines.swarm import check_config
+
+    runs = 8 if quick else 64
+    t = time.perf_counter()
+    rep = check_config(PRESETS["current"], CONFIGS[RATE_CONFIG], None, 8, runs=runs, jobs=2)
+    r = next(iter(rep.results.values()))
+    return [{"benchmark": "swarm", "config": RATE_CONFIG, "depth asked": 8, "seconds": round(time.perf_counter() - t, 1),
+             "states": r.meta.get("states_sampled"), "words": r.words(), "load": _load()}]
+
+
+def _deep_bug(quick: bool) -> list[dict[str, Any]]:
+    from checker.engines import explicit
+    from checker.engines.bmc import BMC
+    from checker.engines.swarm import check_config as swarm
+    from model.config import pinned
+
+    design = PRESETS["current"].with_mutants(frozenset({"free_swa_keeps_index_mapping"}))
+    cfg = pinned(CONFIGS["hybrid_swa"], full_tokens=(12, 12), swa_tokens=(12, 12), sliding_window_size=(3, 3),
+                 chunked_prefill_size=(4, 4), input_len=(2, 2), max_new_tokens=(8, 8), req_pool_size=(1, 1))
+    runs: list[tuple[str, int, Any]] = [
+        ("explicit", 8, lambda: explicit.search(design, cfg, ["conservation"], 8, keep_going=False).results["conservation"]),
+        ("swarm (8 runs)", 8, lambda: swarm(design, cfg, ["conservation"], 8, runs=8, jobs=1).results["conservation"]),
+    ]
+    if not quick:
+        for d in (5, 6):
+            runs.append(("bmc", d, lambda d=d: BMC(System(cfg, design), ["conservation"], minimize=False).run(d)["conservation"]))
+    rows = []
+    for engine, bound, fn in runs:
+        t = time.perf_counter()
+        r = fn()
+        rows.append({"benchmark": "deep planted bug", "bug": "free_swa_keeps_index_mapping (window 3)", "engine": engine,
+                     "bound": bound, "outcome": r.words(), "seconds": round(time.perf_counter() - t, 2), "load": _load()})
+    return rows
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     quick = quick or os.environ.get("KVMC_BENCH_QUICK") == "1"
-    return _rate(quick) + _depths(quick)
+    return _rate(quick) + _depths(quick) + _acceptance(quick) + _deep_bug(quick)
 
 
 def SUMMARY(rows: list[dict[str, Any]]) -> str:
@@ -110,4 +169,13 @@ def SUMMARY(rows: list[dict[str, Any]]) -> str:
     deep = [r for r in rows if str(r.get("benchmark", "")).startswith("depth fully explored")]
     for r in deep:
         out.append(f"{r['config']}, {r['engine']}, {r['points']} points: depth {r['depth']} ({r['states']} states).")
+    for r in rows:
+        if r.get("benchmark") == "acceptance 2":
+            out.append(f"`kvmc check --engine explicit --config {r['config']} --depth 8` under a {r['limit s']:.0f} s limit: "
+                       f"depth {r['depth']} in {r['seconds']} s over {r['points']} points ({r['states']} states): "
+                       f"{r['words']} (acceptance 2: {'met' if r['depth'] >= 8 and r['seconds'] < 300 else 'not met'}).")
+        if r.get("benchmark") == "swarm":
+            out.append(f"Swarm on {r['config']} to depth 8: {r['words']} in {r['seconds']} s.")
+        if r.get("benchmark") == "deep planted bug":
+            out.append(f"Depth-6 planted bug, {r['engine']} to {r['bound']}: {r['outcome']} in {r['seconds']} s.")
     return " ".join(out)
