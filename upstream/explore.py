@@ -49,7 +49,11 @@ DEFAULT_OUT = "kvmc-out/explore"
 
 def add_parser(sub: Any) -> None:
     pe = sub.add_parser("explore", help="search SGLang's own scheduler (a release, on CPU) with kvmc's properties as the oracle")
-    pe.add_argument("--sglang", required=True, metavar="==VERSION", help="an installed release, e.g. ==0.5.10.post1")
+    which = pe.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sglang", metavar="==VERSION", help="an installed release, e.g. ==0.5.10.post1")
+    which.add_argument("--sglang-source", metavar="DIR",
+                       help="an SGLang source tree (its root with python/sglang/, or a folder holding sglang/), "
+                            "uncommitted changes included; its version is read from the tree (upstream/source.py)")
     pe.add_argument("--config", required=True, metavar="NAME", help="a config of `kvmc list` (its bounds bound the walks)")
     pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0)")
     pe.add_argument("--walks", type=int, default=2000, help="walks, seeds S .. S+N-1 (default 2000)")
@@ -73,28 +77,26 @@ def add_parser(sub: Any) -> None:
 # -- input -------------------------------------------------------------------------------------------------
 def _plan(args: Any) -> dict[str, Any]:
     """The checked job: every bad input raises UpstreamUsageError before anything runs or is written."""
-    from model.designs import PRESETS
-    from specs.configs import CONFIGS
+    from .source import release_target, source_target
 
-    from .install import default_dir
-    from .sched import releases
+    if getattr(args, "sglang_source", None):
+        target = source_target(args.sglang_source)
+    else:
+        target = release_target(args.sglang)
+    plan = plan_for(target, args.config, args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UpstreamUsageError(f"--out {out}: exists and is not a folder")
+    if (REPO / "counterexamples").resolve() in (out.resolve(), *out.resolve().parents):
+        raise UpstreamUsageError(f"--out {out}: the regression corpus counterexamples/ is written by `kvmc regen` only")
+    plan["out"] = out
+    return plan
+
+
+def check_search(args: Any) -> None:
+    """The walk options (explore's and `kvmc review --sglang-base/--sglang-head`'s)."""
     from .sched.explore import PROPS
-    from .sched.replay import worker_path
 
-    spec = args.sglang.strip()
-    try:
-        version = releases.parse_against(spec[2:] if spec.startswith("==") else spec)
-    except UpstreamUsageError:
-        raise UpstreamUsageError(f"--sglang {spec!r}: expected ==VERSION, e.g. ==0.5.13 (an installed release)") from None
-    releases.adapter(version)
-    if args.config not in CONFIGS:
-        raise UpstreamUsageError(f"--config {args.config!r}: unknown config; known: {', '.join(CONFIGS)}")
-    cfg = CONFIGS[args.config]
-    if cfg.spec is not None:
-        raise UpstreamUsageError(f"--config {args.config}: speculative decoding needs the draft and target models; "
-                                 "the hollow scheduler cannot run EAGLE (docs/explore.md)")
-    if cfg.swa_ring:
-        raise UpstreamUsageError(f"--config {args.config}: {releases.RING_NOT_REPLAYABLE}")
     for name, v in (("--walks", args.walks), ("--depth", args.depth), ("--jobs", args.jobs),
                     ("--progress-bound", args.progress_bound)):
         if v < 1:
@@ -104,16 +106,33 @@ def _plan(args: Any) -> dict[str, Any]:
     bad = [p for p in args.property if p not in PROPS]
     if bad:
         raise UpstreamUsageError(f"--property {bad[0]!r}: explore checks {', '.join(PROPS)}")
-    releases.check_reverts(version, list(args.revert))
-    root = Path(args.dir) if args.dir else default_dir()
-    worker_path(root, version)  # not installed: one line, exit 2
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UpstreamUsageError(f"--out {out}: exists and is not a folder")
-    if (REPO / "counterexamples").resolve() in (out.resolve(), *out.resolve().parents):
-        raise UpstreamUsageError(f"--out {out}: the regression corpus counterexamples/ is written by `kvmc regen` only")
-    return {"version": version, "root": root, "cfg": cfg, "preset": preset_for(version, PRESETS),
-            "props": [p for p in PROPS if not args.property or p in args.property], "out": out}
+
+
+def plan_for(target: Any, config: str, args: Any) -> dict[str, Any]:
+    """The plan of one explore of `target` (upstream/source.py::Target) on `config` (no --out)."""
+    from model.designs import PRESETS
+    from specs.configs import CONFIGS
+
+    from .install import default_dir
+    from .sched import releases
+    from .sched.explore import PROPS
+    from .source import worker_path
+
+    if config not in CONFIGS:
+        raise UpstreamUsageError(f"--config {config!r}: unknown config; known: {', '.join(CONFIGS)}")
+    cfg = CONFIGS[config]
+    if cfg.spec is not None:
+        raise UpstreamUsageError(f"--config {config}: speculative decoding needs the draft and target models; "
+                                 "the hollow scheduler cannot run EAGLE (docs/explore.md)")
+    if cfg.swa_ring:
+        raise UpstreamUsageError(f"--config {config}: {releases.RING_NOT_REPLAYABLE}")
+    check_search(args)
+    releases.check_reverts(target.release, list(getattr(args, "revert", [])))
+    root = Path(args.dir) if getattr(args, "dir", None) else default_dir()
+    path = worker_path(root, target)  # not installed: one line, exit 2
+    return {"version": target.version, "target": target, "root": root, "path": path, "cfg": cfg,
+            "preset": preset_for(target.release, PRESETS),
+            "props": [p for p in PROPS if not args.property or p in args.property]}
 
 
 def preset_for(version: str, presets: Any) -> str:
@@ -133,16 +152,17 @@ class _Workers:
 
     def __init__(self, plan: dict[str, Any], args: Any, deadline: float) -> None:
         from .install import release_env
-        from .sched.replay import worker_path
 
-        env = release_env(worker_path(plan["root"], plan["version"]))
+        env = release_env(plan["path"])
+        t = plan["target"]
         seeds = list(range(args.seed, args.seed + args.walks))
         self.procs: list[subprocess.Popen] = []
         self.sel = selectors.DefaultSelector()
         for j in range(min(args.jobs, len(seeds))):
-            job = {"version": plan["version"], "config": plan["cfg"].name, "preset": plan["preset"],
+            job = {"version": t.release, "source": t.source, "config": plan["cfg"].name, "preset": plan["preset"],
                    "seeds": seeds[j::args.jobs], "depth": args.depth, "props": plan["props"], "deadline": deadline,
-                   "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds, "reverts": list(args.revert),
+                   "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds,
+                   "reverts": list(getattr(args, "revert", [])),
                    "progress_bound": args.progress_bound}
             p = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
@@ -203,7 +223,8 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
     KeyboardInterrupt / SIGTERM: the workers are ended, and the document so far carries `interrupted`."""
     t0 = time.time()
     deadline = t0 + args.budget
-    res: dict[str, Any] = {"version": plan["version"], "config": plan["cfg"].name, "preset": plan["preset"],
+    res: dict[str, Any] = {"version": plan["version"], "target": plan["target"].to_dict(),
+                           "label": plan["target"].label(), "config": plan["cfg"].name, "preset": plan["preset"],
                            "reverted": [], "props": plan["props"], "walks": 0, "steps": 0, "seconds": 0.0,
                            "sglang_seconds": 0.0, "walk_seconds": 0.0, "import_seconds": [], "found": {}, "errors": [],
                            "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
@@ -299,7 +320,7 @@ def write_outputs(res: dict[str, Any], plan: dict[str, Any], args: Any) -> dict[
     for prop, f in res["found"].items():
         trace, unmapped = _trace(f, plan, prop)
         base = out / prop
-        meta = {"verdict": "violated", "expected": "violation", "explored_on": f"sglang=={plan['version']}",
+        meta = {"verdict": "violated", "expected": "violation", "explored_on": explored_on(plan["target"]),
                 "explore": {"seed": f["seed"], "depth": args.depth, "reverted": res["reverted"], "evidence": f["evidence"],
                             "unmapped_states": unmapped,
                             "note": "the events are kvmc's; every other choice was SGLang's own (no choice forced). "
@@ -343,7 +364,7 @@ def _trace(f: dict[str, Any], plan: dict[str, Any], prop: str) -> tuple[Any, lis
 
 
 def step_table(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> str:
-    head = [f"kvmc explore: {f['property']} violated on SGLang {plan['version']}"
+    head = [f"kvmc explore: {f['property']} violated on {plan['target'].label()}"
             + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
             + f", config {plan['cfg'].name}",
             f"  {f['evidence']}",
@@ -353,68 +374,115 @@ def step_table(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> 
     return "\n".join(head + ["  " + t for t in f["table"]])
 
 
+def explored_on(t: Any) -> str:
+    """What an ITF trace records as the SGLang explored: `sglang==V`, or `sglang source DIR (V)`."""
+    return f"sglang=={t.version}" if t.source is None else f"sglang source {t.source} ({t.version})"
+
+
 def reproducer(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> str:
     reverts = [r.split(" ")[0] for r in res["reverted"]]
     table = "\n".join("    " + t for t in f["table"])
-    return f'''#!/usr/bin/env python3
-"""Reproducer written by `kvmc explore`: {f["property"]} violated on SGLang {plan["version"]}, config {plan["cfg"].name}.
+    t = plan["target"]
+    label = t.label()
+    return REPRO.format(prop=f["property"], label=label, cfg=plan["cfg"].name, evidence=f["evidence"], table=table,
+                        repo=repr(str(REPO)), version=repr(t.version), release=repr(t.release), source=repr(t.source),
+                        preset=repr(plan["preset"]), reverts=repr(reverts), prop_r=repr(f["property"]),
+                        bound=repr(int(res["progress_bound"])), params=pprint.pformat(f["params"], width=100),
+                        steps=pprint.pformat(f["steps"], width=100), config_r=repr(plan["cfg"].name),
+                        label_r=repr(label))
 
-{f["evidence"]}
+
+REPRO = '''#!/usr/bin/env python3
+"""Reproducer written by `kvmc explore`: {prop} violated on {label}, config {cfg}.
+
+{evidence}
 
 It builds SGLang's real Scheduler on CPU without a model, as kvmc's upstream/sched/harness.py does
 (`Scheduler.__new__` plus what init_model_worker would set, then SGLang's own init_* methods; the
 model forward, the IPC sockets and the CUDA kernels replaced), sends the events below through
 `process_input_requests`, runs one `event_loop_normal` iteration per step (SGLang making every
-choice itself) and asserts that kvmc's property `{f["property"]}` (specs/properties.py) fails on
-SGLang's objects at the last step. Exit 0: reproduced; AssertionError: not reproduced.
+choice itself) and asserts that kvmc's property `{prop}` (specs/properties.py) fails on
+SGLang's objects at the last step. Exit 0: reproduced; AssertionError (exit 1): not reproduced;
+exit 2: the SGLang named cannot be run (one line).
 
-    python {{this file}}        (from anywhere; KVMC_REPO names the kvmc checkout, default below)
+    python {{this file}}                              on the SGLang it was found on
+    python {{this file}} --sglang-source DIR          on an SGLang source tree (a checkout's root
+                                                    with python/sglang/, or a folder with sglang/)
+    python {{this file}} --sglang ==VERSION           on an installed release
+    (from anywhere; KVMC_REPO names the kvmc checkout, default below)
 
-It re-runs itself with SGLang {plan["version"]} and kvmc's CPU stubs on the path (PYTHONPATH of
-`kvmc sglang install`'s folders, upstream/install.py::release_path).
+It re-runs itself with that SGLang, kvmc's pinned dependencies and CPU stubs on the path
+(upstream/source.py::worker_path; a release's folders are `kvmc sglang install`'s). The fixes it
+reverted at run time (REVERTS, upstream/sched/reverts.py) are reverted on the SGLang it was found
+on only.
 
 The steps, as kvmc explore saw them:
 {table}
 """
 
+import json
 import os
 import subprocess
 import sys
 
-KVMC = os.environ.get("KVMC_REPO", {str(REPO)!r})
-VERSION = {plan["version"]!r}
-CONFIG = {plan["cfg"].name!r}
-PRESET = {plan["preset"]!r}  # the model preset whose enqueue clip progress's assumptions read
-REVERTS = {reverts!r}
-PROPERTY = {f["property"]!r}
-PROGRESS_BOUND = {int(res["progress_bound"])!r}
-PARAMS = {pprint.pformat(f["params"], width=100)}
-STEPS = {pprint.pformat(f["steps"], width=100)}
+KVMC = os.environ.get("KVMC_REPO", {repo})
+VERSION = {version}  # the SGLang version explored
+RELEASE = {release}  # the release it maps to (its revert texts)
+SOURCE = {source}  # the source tree explored (None: an installed release)
+CONFIG = {config_r}
+PRESET = {preset}  # the model preset whose enqueue clip progress's assumptions read
+REVERTS = {reverts}
+PROPERTY = {prop_r}
+PROGRESS_BOUND = {bound}
+PARAMS = {params}
+STEPS = {steps}
+
+
+def _target(argv):
+    from upstream.source import release_target, source_target
+
+    if not argv:
+        return (source_target(SOURCE) if SOURCE else release_target("==" + VERSION)), True
+    if len(argv) == 2 and argv[0] == "--sglang-source":
+        return source_target(argv[1]), False
+    if len(argv) == 2 and argv[0] == "--sglang":
+        return release_target(argv[1]), False
+    raise SystemExit("usage: " + os.path.basename(__file__) + " [--sglang-source DIR | --sglang ==VERSION]")
 
 
 def main() -> int:
     sys.path.insert(0, KVMC)
     if os.environ.get("KVMC_REPRO_CHILD") != "1":
+        from upstream.errors import UpstreamUsageError
         from upstream.install import default_dir, release_env
-        from upstream.sched.replay import worker_path
+        from upstream.source import worker_path
 
-        env = release_env(worker_path(default_dir(), VERSION))
+        try:
+            target, own = _target(sys.argv[1:])
+            env = release_env(worker_path(default_dir(), target))
+        except UpstreamUsageError as e:
+            print(f"error: {{e}}", file=sys.stderr)
+            return 2
         env["KVMC_REPRO_CHILD"] = "1"
+        env["KVMC_REPRO_TARGET"] = json.dumps(dict(target.to_dict(), label=target.label(), reverts=REVERTS if own else []))
         return subprocess.call([sys.executable, "-W", "ignore", os.path.abspath(__file__)], env=env, cwd=KVMC)
+    target = json.loads(os.environ["KVMC_REPRO_TARGET"])
     from model.config import concrete_params
     from model.designs import PRESETS
     from specs.configs import CONFIGS
     from upstream.sched import harness, reverts
-    from upstream.sched.explore import Oracle
+    from upstream.sched.explore import Oracle, check_source
 
     harness.setup()
-    reverts.apply(REVERTS, VERSION)
+    check_source(target["source"])  # the tree's own sglang, not another one on the path
+    reverts.apply(target["reverts"], target["release"])
     cfg = CONFIGS[CONFIG]
     params = concrete_params(cfg, **{{k: tuple(v) if isinstance(v, list) else v for k, v in PARAMS.items()}})
     h = harness.RealScheduler(cfg, params, force=False)  # SGLang's own choices: nothing forced
     h.forcing.observe = False
     oracle = Oracle([PROPERTY], PROGRESS_BOUND, PRESETS[PRESET])
     verdict = None
+    t = 0
     for t, picks in enumerate(STEPS, 1):
         h.step(picks)
         verdict = oracle.judge(h, picks)
@@ -422,8 +490,8 @@ def main() -> int:
         if verdict is not None:
             break
     assert verdict is not None and verdict[0] == PROPERTY and t == len(STEPS), \\
-        f"not reproduced: {{PROPERTY}} did not fail at step {{len(STEPS)}} on SGLang {{VERSION}}"
-    print(f"reproduced: {{PROPERTY}} violated on SGLang {{VERSION}} at step {{t}}")
+        f"not reproduced: {{PROPERTY}} did not fail at step {{len(STEPS)}} on {{target['label']}}"
+    print(f"reproduced: {{PROPERTY}} violated on {{target['label']}} at step {{t}}")
     return 0
 
 
@@ -433,7 +501,7 @@ if __name__ == "__main__":
 
 
 def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
-    plan_line = (f"kvmc explore: SGLang {res['version']}"
+    plan_line = (f"kvmc explore: {res['label']}"
                  + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
                  + f", config {res['config']} (model preset {res['preset']} for the parameter bounds), "
                  f"{res['walks']} walks of at most {res['depth']} iterations, {res['steps']} SGLang iterations in "

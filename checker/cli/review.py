@@ -674,6 +674,13 @@ def cmd_review(args: Any) -> int:
     from checker.cli.common import (Lines, UsageError, keep_hypothesis_in, lemma_selection, refuse_corpus, timeout_ms,
                                     say_interrupted, validate_selection, warn, writable_dir, writable_file)
 
+    if args.sglang_base is not None or args.sglang_head is not None:
+        return _sglang_review(args)
+    for opt in ("seed", "walks", "budget"):
+        if getattr(args, opt) is not None:
+            raise UsageError(f"--{opt} applies to `kvmc review --sglang-base/--sglang-head` (SGLang's own code) only")
+    if args.depth is None:
+        args.depth = 8
     props, configs = validate_selection(args)
     lemma_selection(args)  # validates --without-lemma's names and engine
     refuse_corpus(args.out)
@@ -747,6 +754,28 @@ def cmd_review(args: Any) -> int:
     return rep.exit_code()
 
 
+# the model review's own options, with their defaults: none of them means anything for SGLang's code
+_MODEL_ONLY = {"base": "current", "head": None, "without": [], "with_": [], "base_without": [], "base_with": [],
+               "head_without": [], "head_with": [], "mutant": [], "base_mutant": [], "head_mutant": [],
+               "base_patch": [], "head_patch": [], "base_rev": None, "head_rev": None, "engine": "bmc",
+               "no_prove": False, "no_minimize": False, "timeout": None, "without_lemma": [], "junit": None,
+               "executor": "local", "ray_address": None}
+
+
+def _sglang_review(args: Any) -> int:
+    """`--sglang-base/--sglang-head`: SGLang's own code on both sides (upstream/review.py)."""
+    from checker.cli.common import UsageError
+
+    given = [k for k, v in _MODEL_ONLY.items() if getattr(args, k, v) != v]
+    if given:
+        opt = "--" + given[0].rstrip("_").replace("_", "-")
+        raise UsageError(f"{opt} belongs to the model review (designs, patches, revisions); with --sglang-base/--sglang-head "
+                         "both sides are SGLang's own code")
+    from upstream.review import cmd_sglang_review
+
+    return cmd_sglang_review(args)
+
+
 def add_parser(sub: Any) -> Any:
     """`kvmc review` options (called by checker/cli/app.py::parser)."""
     from checker.cli.common import add_progress_options, timeout_seconds
@@ -770,8 +799,18 @@ def add_parser(sub: Any) -> Any:
     pr.add_argument("--base-rev", default=None, metavar="REV", help="git revision of model/ and specs/ for the base")
     pr.add_argument("--head-rev", default=None, metavar="REV", help="git revision of model/ and specs/ for the head")
     pr.add_argument("--property", action="append", default=[], metavar="NAME", help="default: all")
-    pr.add_argument("--config", action="append", default=[], metavar="NAME", help="default: all")
-    pr.add_argument("--depth", type=int, default=8, help="scheduler iterations to check (default 8)")
+    pr.add_argument("--config", action="append", default=[], metavar="NAME",
+                    help="default: all (with --sglang-base/--sglang-head: hybrid_swa)")
+    sg = pr.add_argument_group("review of SGLang's own code (upstream/review.py): both sides explored as `kvmc explore` does")
+    sg.add_argument("--sglang-base", default=None, metavar="REF_OR_DIR",
+                    help="==VERSION (an installed release) or an SGLang source tree (root with python/sglang/, or a folder with sglang/)")
+    sg.add_argument("--sglang-head", default=None, metavar="REF_OR_DIR", help="the changed SGLang, as --sglang-base")
+    sg.add_argument("--seed", type=int, default=None, help="first walk seed, the same on both sides (default 0)")
+    sg.add_argument("--walks", type=int, default=None, help="walks per side and config (default 200)")
+    sg.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                    help="per side and config, SGLang's import included (default 120)")
+    pr.add_argument("--depth", type=int, default=None,
+                    help="scheduler iterations to check (default 8; with --sglang-base/--sglang-head: per walk, default 16)")
     pr.add_argument("--engine", default="bmc", help="bmc (default) or induction")
     pr.add_argument("--no-prove", action="store_true", help="bounded checking only")
     pr.add_argument("--no-minimize", action="store_true")
@@ -779,7 +818,8 @@ def add_parser(sub: Any) -> Any:
                     help="per solver query (then: unknown); at least 0.01")
     pr.add_argument("--without-lemma", action="append", default=[], metavar="LEMMA",
                     help="do not assume this lemma in either side's proofs (try a smaller inductive set)")
-    pr.add_argument("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
+    pr.add_argument("--jobs", type=int, default=None,
+                    help="parallel processes (default: the CPU count; with --sglang-base/--sglang-head: explore workers, default 1)")
     from checker.cli.executor import add_executor_options
 
     add_executor_options(pr)

@@ -3,7 +3,8 @@ kvmc's properties as the oracle after every iteration, shrinking of a failing wa
 imported only in the subprocess whose PYTHONPATH selects one release; the parent is
 upstream/explore.py).
 
-`python -m upstream.sched.explore` reads one JSON job on stdin: {"version", "config", "preset",
+`python -m upstream.sched.explore` reads one JSON job on stdin: {"version" (the release, or the
+release a source tree maps to: its revert texts), "source" (a source tree's folder, or null), "config", "preset",
 "seeds": [...], "depth", "props": [...], "deadline" (epoch seconds), "shrink", "progress_bound"},
 and prints one JSON line per event on stdout: {"kind": "ready", "import_seconds"}, {"kind": "walk",
 "seed", "steps", "seconds", "sglang_seconds"}, {"kind": "found", ...} (the shrunk counterexample),
@@ -444,6 +445,24 @@ def _with(params: Any, name: str, vals: list[int]) -> Any:
 
 
 # -- the worker --------------------------------------------------------------------------------------------
+class SourceError(RuntimeError):
+    """The imported sglang is not the source tree's (another one shadows it on the path)."""
+
+
+def check_source(source: str | None) -> None:
+    """A source tree's run imports that tree's sglang: raise SourceError when another one was imported."""
+    if not source:
+        return
+    import os
+
+    import sglang
+
+    got = os.path.realpath(os.path.dirname(sglang.__file__ or ""))
+    want = os.path.realpath(os.path.join(source, "sglang"))
+    if got != want:
+        raise SourceError(f"sglang was imported from {got}, not from the source tree {want} (another sglang shadows it)")
+
+
 _CHANNEL: Any = None  # the worker's own stdout; SGLang's prints go to stderr (main)
 
 
@@ -469,10 +488,16 @@ def main() -> int:
 
     from . import harness, reverts
 
+    what = f"SGLang source {job['source']}" if job.get("source") else f"SGLang {job['version']}"
     try:
         harness.setup()
+        check_source(job.get("source"))
+    except SourceError as e:
+        _emit({"kind": "error", "seed": None, "message": str(e)})
+        return 0
     except Exception as e:  # noqa: BLE001 - the release does not import here: reported, not raised
-        _emit({"kind": "error", "seed": None, "message": f"SGLang {job['version']} does not import: {type(e).__name__}: {e}"})
+        _emit({"kind": "error", "seed": None, "message": f"{what} does not import: {type(e).__name__}: {e}\n"
+               + traceback.format_exc(limit=12)})
         return 0
     try:  # reverted fixes (upstream/sched/reverts.py, SGLang's own source_patcher): a developer's change
         applied, _states = reverts.apply(job.get("reverts", []), job["version"])

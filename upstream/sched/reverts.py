@@ -147,3 +147,75 @@ def restore(states: list) -> None:
     """Undo applied reverts (SGLang's PatchState.restore puts the original code back)."""
     for st in reversed(states):
         st.restore()
+
+
+# -- a revert as a source edit ----------------------------------------------------------------------------
+def edit_tree(fixes: list[str], version: str, parent: str) -> list[str]:
+    """Apply the reverts of `fixes` as edits of the files of the SGLang source tree whose `sglang`
+    package lies under `parent`, as a developer's uncommitted change would (parent side: reads text,
+    imports no SGLang). Each edit is matched as the runtime patch matches it (lines compared
+    stripped, once within the target function, found with `ast`), the replacement indented like
+    the first matched line. Returns the files edited; RevertError when a fix has no revert for
+    `version` or an edit does not match (nothing is written then)."""
+    import ast
+    import textwrap
+    from pathlib import Path
+
+    import yaml
+
+    texts: dict[Path, str] = {}
+    for fix in fixes:
+        r = available(fix, version)
+        if r is None:
+            raise RevertError(f"no revert of fix {fix!r} is written for SGLang {version}")
+        for patch in yaml.safe_load(r.yaml)["patches"]:
+            mod, cls, fn = _split_target(patch["target"])
+            f = Path(parent, *mod.split(".")).with_suffix(".py")
+            src = texts.get(f)
+            if src is None:
+                if not f.is_file():
+                    raise RevertError(f"reverting {fix} (#{r.pr}): {f} does not exist")
+                src = f.read_text()
+            lines = src.splitlines()
+            lo, hi = _function_span(ast.parse(src), cls, fn, f)
+            for e in patch["edits"]:
+                match = [ln.strip() for ln in e["match"].strip().splitlines()]
+                starts = [i for i in range(lo, hi - len(match) + 1)
+                          if [ln.strip() for ln in lines[i:i + len(match)]] == match]
+                if len(starts) != 1:
+                    raise RevertError(f"reverting {fix} (#{r.pr}) in {f}: the text {match[0]!r} is found "
+                                      f"{len(starts)} times in {patch['target']}, expected once")
+                i = starts[0]
+                indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+                if e.get("prepend"):
+                    new = [indent + ln if ln else ln for ln in textwrap.dedent(e["prepend"]).strip("\n").splitlines()]
+                    new += lines[i:i + len(match)]
+                else:
+                    body = textwrap.dedent(e.get("replacement") or "").strip("\n")
+                    new = [indent + ln if ln else ln for ln in body.splitlines()] if body else []
+                lines[i:i + len(match)] = new
+                hi += len(new) - len(match)
+            texts[f] = "\n".join(lines) + ("\n" if src.endswith("\n") else "")
+    for f, text in texts.items():
+        tmp = f.with_name(f".{f.name}.kvmc-tmp")
+        tmp.write_text(text)
+        tmp.replace(f)  # a new file: a hard link to the release's copy is not written through
+    return [str(f) for f in texts]
+
+
+def _split_target(target: str) -> tuple[str, str, str]:
+    """'sglang.srt.m.Class.method' -> ('sglang.srt.m', 'Class', 'method') (a class is capitalised)."""
+    parts = target.split(".")
+    k = next(i for i, p in enumerate(parts) if p[:1].isupper())
+    return ".".join(parts[:k]), parts[k], parts[k + 1]
+
+
+def _function_span(tree: object, cls: str, fn: str, f: object) -> tuple[int, int]:
+    import ast
+
+    for node in ast.walk(tree):  # type: ignore[arg-type]
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == fn:
+                    return item.lineno - 1, item.end_lineno or item.lineno
+    raise RevertError(f"{f}: no {cls}.{fn}")
