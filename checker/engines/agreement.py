@@ -9,7 +9,10 @@ to the same depth, and a violation must have the same length: BMC's counterexamp
 
 `equivalent_designs(cfg)` groups the release presets that set every fix the config exercises
 (`checker/engines/run.py::FIX_FEATURES`) the same way: on that config they are one model, so one check
-covers the group.
+covers the group. `covering_designs(cfg)` picks, of those groups, a few that between them set
+every fix the config exercises to each of its variants (always the oldest group, where the
+violations are, and the newest): the test suite's instance of the agreement check; the whole matrix
+of groups is `KVMC_AGREEMENT=all` (tests/engines/test_agreement.py).
 """
 
 from __future__ import annotations
@@ -39,6 +42,31 @@ def equivalent_designs(cfg: Config, designs: dict[str, Design] | None = None) ->
     for name, d in (designs or PRESETS).items():
         groups.setdefault(tuple(d.variant(f) for f in relevant), []).append(name)
     return list(groups.values())
+
+
+def covering_designs(cfg: Config, designs: dict[str, Design] | None = None, rotate: int | None = None) -> list[list[str]]:
+    """Of `equivalent_designs(cfg)`, the first and the last group, then (greedily, most new pairs
+    first, ties in PRESETS order) groups until every (fix, variant) pair some group sets is set by a
+    chosen one: each code path a fix's variant selects is run by both engines on the config at
+    least once; with `rotate`, one more: the `rotate`-th (cyclically) of the groups left out, so
+    that checks numbered 0, 1, 2, ... over many configs reach every group. Interactions of two
+    fixes' intermediate variants on one config are left to the whole matrix."""
+    groups = equivalent_designs(cfg, designs)
+    pool = designs or PRESETS
+    feats = features(cfg)
+    relevant = [f for f in FIXES if f not in FIX_FEATURES or set(FIX_FEATURES[f]) & feats]
+    pairs = [{(f, pool[g[0]].variant(f)) for f in relevant} for g in groups]
+    chosen = sorted({0, len(groups) - 1})
+    covered = set().union(*(pairs[i] for i in chosen))
+    want = set().union(*pairs) if pairs else set()
+    while covered != want:
+        i = max((i for i in range(len(groups)) if i not in chosen), key=lambda i: (len(pairs[i] - covered), -i))
+        chosen.append(i)
+        covered |= pairs[i]
+    rest = [i for i in range(len(groups)) if i not in chosen]
+    if rotate is not None and rest:
+        chosen.append(rest[rotate % len(rest)])
+    return [groups[i] for i in sorted(chosen)]
 
 
 @dataclass
