@@ -811,7 +811,8 @@ def add_parser(sub: Any) -> Any:
                     help="per side and config, SGLang's import included (default 120)")
     pr.add_argument("--depth", type=int, default=None,
                     help="scheduler iterations to check (default 8; with --sglang-base/--sglang-head: per walk, default 16)")
-    pr.add_argument("--engine", default="bmc", help="bmc (default) or induction")
+    pr.add_argument("--engine", default="bmc",
+                    help="bmc (default: the shortest counterexample over symbolic sizes), induction, explicit, random, swarm or portfolio")
     pr.add_argument("--no-prove", action="store_true", help="bounded checking only")
     pr.add_argument("--no-minimize", action="store_true")
     pr.add_argument("--timeout", type=timeout_seconds, default=None, metavar="SECONDS",
