@@ -6,7 +6,11 @@ counterexample (and its shrunk length) of bugs found with no model trace as a hi
 * #23174's "Prefill out of memory" on 0.5.13 with the fix reverted (`--revert chunked_swa_page_reserve`);
 * 0.5.10.post1's busy check crashing on SWARadixCache (`busy_check_sound`, the `swa_busy_check` fix);
 * on 0.5.23 (where installed) the open findings of docs/findings.md: #2's stall (`progress`) and
-  #1's cut prompt (`prompt_prefilled`).
+  #1's cut prompt (`prompt_prefilled`);
+* a source tree as "a developer's change": 0.5.13's package copied into a checkout and the #23174
+  fix reverted as a file edit (upstream/sched/reverts.py::edit_tree), reviewed against the
+  unedited copy (`kvmc review --sglang-base OK --sglang-head REVERTED`, seeds from 0: no hint),
+  and explored on its own (`kvmc explore --sglang-source REVERTED`).
 
 Each row is one `kvmc explore --json` run (its own worker processes; SGLang's import, 5-10 s, is
 counted in `seconds` but not in the rate). Absolute numbers are for reading (the machine is shared).
@@ -81,6 +85,58 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                      "import s": max(d.get("import_seconds") or [0]),
                      "iterations before shrinking": (f["original_steps"] if f else None),
                      "shrunk iterations": (len(f["steps"]) if f else None), "exit": code})
+    rows += _source_tree_rows(quick)
+    return rows
+
+
+def _source_tree_rows(quick: bool) -> list[dict[str, Any]]:
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from upstream.install import default_dir
+    from upstream.sched import replay as sr
+    from upstream.sched.reverts import edit_tree
+    from upstream.source import tree_from_release
+
+    version, fix, cfg, prop = "0.5.13", "chunked_swa_page_reserve", "hybrid_swa", "no_prefill_oom"
+    if not _installed(version):
+        return []
+    root = default_dir()
+    sr.install_extras(root, say=lambda m: None)
+    rows: list[dict[str, Any]] = []
+    walks = "300" if quick else "2000"
+    with tempfile.TemporaryDirectory(prefix="kvmc-bench-tree-") as d:
+        ok = tree_from_release(root, version, Path(d) / "ok")
+        rev = tree_from_release(root, version, Path(d) / "reverted")
+        edit_tree([fix], version, str(rev / "python"))
+        code, dx = _explore(["--sglang-source", str(rev), "--config", cfg, "--property", prop, "--walks", walks,
+                             "--depth", "16", "--budget", "300"])
+        f = dx.get("found", {}).get(prop)
+        rows.append({"benchmark": "source tree", "release": f"{version} tree -{fix}", "config": cfg, "property": prop,
+                     "how": "explore --sglang-source",
+                     "verdict": "violated" if f else f"no violation in {dx.get('walks')} walks",
+                     "walks to find": (f["walks_before"] if f else None),
+                     "s to find (import included)": (f["found_after_s"] if f else None),
+                     "shrunk iterations": (len(f["steps"]) if f else None), "exit": code})
+        from checker.cli import main
+        import contextlib
+        import io
+        import json
+
+        buf = io.StringIO()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["review", "--sglang-base", str(ok), "--sglang-head", str(rev), "--config", cfg,
+                         "--property", prop, "--seed", "0", "--walks", walks, "--depth", "16", "--budget", "300",
+                         "--out", str(Path(d) / "review"), "--format", "json"])
+        took = round(time.perf_counter() - t0, 1)
+        text = buf.getvalue()
+        doc = json.loads(text) if text.strip().startswith("{") else {}
+        row = next(iter(doc.get("rows") or []), {})
+        rows.append({"benchmark": "source tree", "release": f"{version} tree vs tree -{fix}", "config": cfg,
+                     "property": prop, "how": "review --sglang-base/--sglang-head",
+                     "verdict": row.get("change", f"no report ({text[-200:]!r})"), "seconds": took, "exit": code})
     return rows
 
 
@@ -96,4 +152,9 @@ def SUMMARY(rows: list[dict[str, Any]]) -> str:
                      + "; ".join(f"{r['property']} on {r['release']} after {r['walks to find']} walks "
                                  f"({r['s to find (import included)']} s), shrunk to {r['shrunk iterations']} iterations"
                                  for r in found) + ".")
+    tree = [r for r in rows if r.get("benchmark") == "source tree"]
+    if tree:
+        parts.append("On a source tree with #23174's fix reverted: "
+                     + "; ".join(f"{r['how']}: {r['verdict']}" + (f" after {r['walks to find']} walks" if r.get("walks to find") is not None else "")
+                                 + (f" ({r['seconds']} s)" if r.get("seconds") else "") for r in tree) + ".")
     return " ".join(parts)
