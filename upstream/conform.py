@@ -77,7 +77,7 @@ def _worker(version: str, design: str, mutants: Sequence[str], rows: Sequence[st
     if device != "cpu":
         cmd += ["--device", device]
     t0 = time.time()
-    out = run_in_release(path, cmd, device)
+    out = run_in_release(path, cmd, device, served=True)  # a shared release server where one is active
     if isinstance(out, str):
         return {"version": version, "design": design, "device": device, "error": out}
     out["seconds"] = round(time.time() - t0, 1)

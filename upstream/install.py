@@ -117,14 +117,23 @@ def release_env(path: Sequence[str], device: str = "cpu") -> dict[str, str]:
     return env
 
 
-def run_in_release(path: Sequence[str], args: Sequence[str], device: str = "cpu") -> dict | str:
+def run_in_release(path: Sequence[str], args: Sequence[str], device: str = "cpu", served: bool = False) -> dict | str:
     """`python -W ignore ARGS` in a release's environment (`release_env`), as the conformance worker
     and the kernel check run: its last stdout line as JSON, or why it failed (the exit status and
-    the last 15 lines of its stderr)."""
+    the last 15 lines of its stderr). `served` (ARGS = `-m MODULE ...` of a worker with `--serve`): inside
+    `serve.shared_workers()` on cpu, the release's server of MODULE answers ARGS instead (upstream/serve.py)."""
     import json
+
+    from . import serve
 
     repo = Path(__file__).resolve().parent.parent
     env = release_env(path, device)
+    if served and device == "cpu" and serve.active() and list(args[:1]) == ["-m"]:
+        out, rc, err = serve.ask([sys.executable, "-W", "ignore", *args[:2], "--serve"], env, str(repo), list(args[2:]))
+        if rc != 0 or out is None:
+            tail = "\n".join(err.strip().splitlines()[-15:])
+            return f"worker exited {rc}:\n{tail}"
+        return out
     p = subprocess.run([sys.executable, "-W", "ignore", *args], capture_output=True, text=True, env=env, cwd=str(repo))
     if p.returncode != 0:
         tail = "\n".join(p.stderr.strip().splitlines()[-15:])

@@ -21,6 +21,9 @@ or "triton" (the real kernels: `--device cuda`).
 `--device cuda`: SGLang's objects are built on the GPU (upstream/real.py::configure), nothing is
 routed, and upstream/stubs moves to the end of sys.path before torch or triton is imported, so the
 real triton wins over kvmc's stub (upstream/devices.py::real_triton_first; it fails loudly if not).
+
+`--serve` (upstream/serve.py, inside `shared_workers()`, cpu only): the release is set up once and each
+command line, one JSON list per stdin line, runs in a fork of the set-up process.
 """
 
 from __future__ import annotations
@@ -151,7 +154,7 @@ def _load_override(path: str) -> Any:
     return mod
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m upstream.worker")
     p.add_argument("--version", required=True)
     p.add_argument("--design", required=True)
@@ -164,24 +167,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--examples", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda: SGLang's objects and kernels on the GPU")
-    a = p.parse_args(argv)
+    return p
+
+
+def _setup(device: str) -> tuple[str, float]:
+    """Import and set up the release on `device`: (what the paged allocator's kernels are, seconds)."""
     t0 = time.time()
-    if a.device != "cpu":  # before anything imports torch (which imports triton lazily)
+    if device != "cpu":  # before anything imports torch (which imports triton lazily)
         from .devices import real_triton_first
 
         real_triton_first()
     from . import kernels, real
-    from .rows import ROWS
+    from .rows import ROWS  # noqa: F401
 
-    real.configure(a.device)
+    real.configure(device)
     m = real.setup()
     launched = kernels.launch_kind(m["paged_mod"], real.allocator("paged", 8, 4))
-    if a.device != "cpu" and launched != "triton":
-        raise RuntimeError(f"--device {a.device}: the paged allocator would run {launched!r} kernels, not the real "
+    if device != "cpu" and launched != "triton":
+        raise RuntimeError(f"--device {device}: the paged allocator would run {launched!r} kernels, not the real "
                            "Triton ones (upstream/kernels.py::launch_kind)")
     _no_local_constants()
-    import_s = time.time() - t0
+    return launched, time.time() - t0
+
+
+def _run(a: argparse.Namespace, launched: str, import_s: float) -> dict[str, Any]:
+    """The rows of `a` on the release `_setup` set up."""
     from checker.designs import build
+
+    from .rows import ROWS
 
     design = build(a.design, a.without, a.with_).with_mutants(frozenset(a.mutant))
     if a.override:
@@ -205,7 +218,29 @@ def main(argv: list[str] | None = None) -> int:
             out["rows"].append({"row": row.name, "not_applicable": row.why_not(design, a.version)})
             continue
         out["rows"].append(run_row(row, design, a.version, a.examples, a.seed))
-    json.dump(out, sys.stdout)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The rows of one command line, their document on stdout; `--serve`: the release set up once on
+    cpu, then one command line (a JSON list) per stdin line, each run in a fork of the set-up process
+    (upstream/serve.py)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--serve"]:
+        from .serve import serve
+
+        launched, import_s = _setup("cpu")
+
+        def one(args: list[str]) -> dict[str, Any]:
+            a = _parser().parse_args(args)
+            if a.device != "cpu":
+                raise RuntimeError(f"--device {a.device} asked of a cpu server (upstream/serve.py serves cpu only)")
+            return _run(a, launched, import_s)
+
+        return serve(one)
+    a = _parser().parse_args(argv)
+    launched, import_s = _setup(a.device)
+    json.dump(_run(a, launched, import_s), sys.stdout)
     sys.stdout.write("\n")
     return 0
 

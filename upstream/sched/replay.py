@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import serve
 from ..errors import EXIT_USAGE, UpstreamUsageError
 from ..install import (
     MARKER,
@@ -123,6 +124,12 @@ def _plan_file(f: str, version: str, reverts: list[str]) -> tuple[Any, str | Non
 def run_worker(version: str, jobs: list[dict[str, Any]], root: Path, timeout: float | None = None) -> dict[str, Any]:
     env = release_env(worker_path(root, version))  # cpu: SGLang's scheduler runs as on a GPU-less host
     cmd = [sys.executable, "-W", "ignore", "-m", "upstream.sched.worker"]
+    if serve.active() and timeout is None:  # the release's server of `serve.shared_workers()`: the same jobs
+        out, rc, err = serve.ask([*cmd, "--serve"], env, str(REPO), {"version": version, "jobs": jobs})
+        if rc != 0 or out is None:
+            tail = "\n".join(err.strip().splitlines()[-15:])
+            return {"version": version, "error": f"the replay worker exited {rc}:\n{tail}"}
+        return out
     job = json.dumps({"version": version, "jobs": jobs})
     p = subprocess.run(cmd, input=job, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout, check=False)
     lines = p.stdout.strip().splitlines()
