@@ -66,6 +66,10 @@ def add_parser(sub: Any) -> None:
                     help="revert a fix in the release first (upstream/sched/reverts.py): a developer's change")
     pe.add_argument("--progress-bound", type=int, default=4, metavar="K",
                     help="progress: K iterations in a row with no batch, a request pending, nothing changing (default 4)")
+    pe.add_argument("--compare-model", action="store_true",
+                    help="set the model's step beside every explored iteration (the model preset's successors from "
+                         "SGLang's mapped state, with the walk's events): report the first iteration SGLang departs "
+                         "from the model, its field and the transitions that write it (exit 1)")
     pe.add_argument("--out", default=DEFAULT_OUT, help=f"where counterexamples go (default {DEFAULT_OUT})")
     pe.add_argument("--no-shrink", action="store_true", help="report each counterexample as found")
     pe.add_argument("--shrink-seconds", type=float, default=120.0, help="time for shrinking one counterexample (default 120)")
@@ -163,7 +167,7 @@ class _Workers:
                    "seeds": seeds[j::args.jobs], "depth": args.depth, "props": plan["props"], "deadline": deadline,
                    "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds,
                    "reverts": list(getattr(args, "revert", [])),
-                   "progress_bound": args.progress_bound}
+                   "progress_bound": args.progress_bound, "compare_model": bool(getattr(args, "compare_model", False))}
             p = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
                                  start_new_session=True)
@@ -228,7 +232,9 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                            "reverted": [], "props": plan["props"], "walks": 0, "steps": 0, "seconds": 0.0,
                            "sglang_seconds": 0.0, "walk_seconds": 0.0, "import_seconds": [], "found": {}, "errors": [],
                            "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
-                           "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None}
+                           "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None,
+                           "compare": ({"checked": 0, "unmapped": 0, "too_many": 0, "renamed": 0, "departed_walks": 0, "first": None}
+                                       if getattr(args, "compare_model", False) else None)}
     w = _Workers(plan, args, deadline)
     handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)  # kvmc's handler, or a caller's
     old_term = signal.signal(signal.SIGTERM, _raise_term) if not handled else None
@@ -251,6 +257,8 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                     res["sglang_seconds"] += ev["sglang_seconds"]
                     res["walk_seconds"] += ev["seconds"]
                     res["walked_seeds"].append(ev["seed"])
+                    if ev.get("compare") is not None and res["compare"] is not None:
+                        _add_compare(res["compare"], ev["seed"], ev["compare"])
                 elif kind == "found":
                     ev["found_after_s"] = round(time.time() - t0 - ev.get("shrink_seconds", 0), 2)
                     ev["walks_before"] = res["walks"]
@@ -278,6 +286,44 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
     for k in ("sglang_seconds", "walk_seconds"):
         res[k] = round(res[k], 3)
     return res
+
+
+def _add_compare(acc: dict[str, Any], seed: int, c: dict[str, Any]) -> None:
+    for k in ("checked", "unmapped", "too_many", "renamed"):
+        acc[k] += c.get(k, 0)
+    d = c.get("departure")
+    if d is not None:
+        acc["departed_walks"] += 1
+        if acc["first"] is None or seed < acc["first"]["seed"]:  # the lowest seed: the same report for any --jobs
+            acc["first"] = dict(d, seed=seed)
+
+
+def compare_lines(res: dict[str, Any]) -> list[str]:
+    """The --compare-model verdict: the model beside every explored iteration."""
+    from .sched.compare import MAX_SUCCESSORS as MAX_COMPARE_SUCCESSORS
+
+    c = res.get("compare")
+    if c is None:
+        return []
+    seen = (f"{c['checked']} iterations compared ({c['unmapped']} not mappable onto the model, {c['renamed']} with "
+            "SGLang's waiting queue out of request-slot order, which the model's slot-order queue matches only up to "
+            "renaming the slots"
+            + (f", {c['too_many']} with over {MAX_COMPARE_SUCCESSORS} model successors" if c["too_many"] else "") + ")")
+    d = c["first"]
+    if d is None:
+        return [f"{'model beside SGLang':24s} agrees: every compared SGLang iteration is a step model preset "
+                f"{res['preset']} allows; {seen}"]
+    out = [f"{'model beside SGLang':24s} DEPARTS in {c['departed_walks']} walk(s): first at walk seed {d['seed']}, "
+           f"iteration {d['step']} (events {_events_text(d['events'])}): {d['field']}: model={d['model']!r}, "
+           f"sglang={d['sglang']!r} (closest of {d['successors']} model successors of preset {res['preset']}); {seen}"]
+    for name, models in d.get("transitions", []):
+        out.append(f"  model transition that ran and writes {d['field'].split('[')[0]}: {name} ({models})")
+    out.extend("  " + line.strip() for line in d.get("side_by_side", [])[:12])
+    return out
+
+
+def _events_text(ev: dict[str, Any]) -> str:
+    return ", ".join(k if v is True else f"{k}={v}" for k, v in ev.items()) or "(none)"
 
 
 class _Terminated(Exception):
@@ -512,6 +558,7 @@ def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
     if res["interrupted"]:
         out.append(f"INTERRUPTED by {res['interrupted']}: what follows is what was established before")
     out += verdict_lines(res)
+    out += compare_lines(res)
     for prop, w in written.items():
         out.append(f"  {prop}: {w['itf']}, {w['table']}, {w['reproducer']}")
         out.extend("    " + t for t in res["found"][prop]["table"])
@@ -551,4 +598,5 @@ def cmd_explore(args: Any) -> int:
         for e in res["errors"]:
             print(f"kvmc: internal error: {e['message']}", file=sys.stderr)
         return EXIT_INTERNAL
-    return EXIT_VIOLATION if res["found"] else EXIT_OK
+    departs = res["compare"] is not None and res["compare"]["first"] is not None
+    return EXIT_VIOLATION if res["found"] or departs else EXIT_OK

@@ -58,21 +58,27 @@ class EnumeratingOracle:
     """Answers a concrete run's choices from a forced prefix, then with the smallest value, and
     records every choice point (value, largest value) so the caller can advance to the next run."""
 
-    def __init__(self, prefix: list[Any]) -> None:
+    def __init__(self, prefix: list[Any], fixed: Callable[[str, Any], Any] | None = None) -> None:
         self.prefix = prefix
         self.trail: list[tuple[Any, Any]] = []  # (answer, hi); hi is True for a boolean choice
+        # the answers decided outside the tree (`fixed(name, default)`, None: enumerate this choice)
+        self.fixed = fixed
 
-    def _answer(self, default: Any, hi: Any) -> Any:
+    def _answer(self, default: Any, hi: Any, name: str = "") -> Any:
+        if self.fixed is not None:
+            v = self.fixed(name, default)
+            if v is not None:
+                return v
         i = len(self.trail)
         v = self.prefix[i] if i < len(self.prefix) else default
         self.trail.append((v, hi))
         return v
 
     def pick_int(self, name: str, lo: int, hi: int) -> int:
-        return int(self._answer(lo, hi))
+        return int(self._answer(lo, hi, name))
 
     def pick_bool(self, name: str) -> bool:
-        return bool(self._answer(False, True))
+        return bool(self._answer(False, True, name))
 
     def next_prefix(self) -> list[Any] | None:
         """The forced prefix of the next run in depth-first order, or None when the tree is done."""
@@ -90,12 +96,15 @@ class EnumeratingOracle:
         return None
 
 
-def successors(system: System, params: Params, s: State, action: str = "event_loop_iteration") -> Iterator[tuple[dict[str, Any], State]]:
+def successors(system: System, params: Params, s: State, action: str = "event_loop_iteration",
+               fixed: Callable[[str, Any], Any] | None = None) -> Iterator[tuple[dict[str, Any], State]]:
     """Every (choices, next state) of one action from `s`, in the deterministic depth-first order of
-    the choice tree. Equal next states reached by different choices are all yielded."""
+    the choice tree. Equal next states reached by different choices are all yielded. `fixed(name,
+    default)` answers the choices it knows (e.g. the environment's events of an explored SGLang
+    iteration) and returns None for those to enumerate."""
     prefix: list[Any] | None = []
     while prefix is not None:
-        oracle = EnumeratingOracle(prefix)
+        oracle = EnumeratingOracle(prefix, fixed)
         x = system.ctx(Concrete(oracle), params)
         try:
             nxt = system.step(x, s, action)

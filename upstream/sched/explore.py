@@ -5,9 +5,10 @@ upstream/explore.py).
 
 `python -m upstream.sched.explore` reads one JSON job on stdin: {"version" (the release, or the
 release a source tree maps to: its revert texts), "source" (a source tree's folder, or null), "config", "preset",
-"seeds": [...], "depth", "props": [...], "deadline" (epoch seconds), "shrink", "progress_bound"},
+"seeds": [...], "depth", "props": [...], "deadline" (epoch seconds), "shrink", "progress_bound",
+"compare_model" (upstream/sched/compare.py: the model's step beside each iteration)},
 and prints one JSON line per event on stdout: {"kind": "ready", "import_seconds"}, {"kind": "walk",
-"seed", "steps", "seconds", "sglang_seconds"}, {"kind": "found", ...} (the shrunk counterexample),
+"seed", "steps", "seconds", "sglang_seconds", "compare" (with compare_model)}, {"kind": "found", ...} (the shrunk counterexample),
 {"kind": "error", ...} (kvmc could not drive the release: never a finding), {"kind": "done"}.
 
 The environment is kvmc's, the scheduler's choices are SGLang's. A walk draws the config's
@@ -71,7 +72,8 @@ class ExploreError(RuntimeError):
 # -- parameters and events ------------------------------------------------------------------------------
 def draw_params(cfg: Any, design: Any, rng: random.Random) -> Any:
     """A point of the config's symbolic bounds the model accepts (`params_ok`) and the release's
-    tree can hold (a warm node within one window where #26919's leaf cap splits longer ones)."""
+    tree can hold (a warm node within one window where #26919's leaf cap splits longer ones; the
+    whole warm prefix within each device pool, as the harness builds it: `_warm_fits`)."""
     from checker.traces.walk import pick_params
     from model.ops import Concrete
     from model.system import System
@@ -85,6 +87,13 @@ def draw_params(cfg: Any, design: Any, rng: random.Random) -> Any:
 
 
 def _warm_fits(cfg: Any, design: Any, p: Any) -> bool:
+    if cfg.warm_atoms:
+        # the harness builds the warm prefix as served traffic: every atom inserted on the device, the
+        # host-only ones evicted afterwards (harness.py::_init_warm), so the whole prefix must fit each
+        # device pool once (pages rounded up), where the model asks only its device-resident part to
+        need = sum(-(-L // cfg.page_size) * cfg.page_size for L in p.warm_len)
+        if need > p.full_tokens or (cfg.hybrid_swa and need > p.swa_tokens):
+            return False
     if not (cfg.hybrid_swa and design.on("swa_leaf_window_cap") and cfg.warm_atoms):
         return True
     cap = -(-p.sliding_window_size // cfg.page_size) * cfg.page_size
@@ -118,7 +127,7 @@ def draw_events(h: Any, rng: random.Random) -> dict[str, Any]:
         u = rng.random()
         if u < P_CLOSE:
             picks[f"recv.close_session[{i}]"] = True
-        elif u < P_CLOSE + P_TURN and sl.turn < cfg.max_turns:
+        elif u < P_CLOSE + P_TURN and sl.turn + 1 < cfg.max_turns:  # turns count from 0 (model/system.py recv_requests)
             picks[f"recv.next_turn[{r}]"] = True
             lo, hi = cfg.turn_tokens
             picks[f"recv.turn_tokens[{r}]"] = rng.randint(lo, hi)
@@ -136,7 +145,7 @@ def quiescent(h: Any) -> bool:
     for sl in h.slots:
         if not sl.arrived or status(h, sl) != FINISHED:
             return False
-    return all(h.slots[r].closed or h.slots[r].turn >= cfg.max_turns for r in cfg.streaming_sessions)
+    return all(h.slots[r].closed or h.slots[r].turn + 1 >= cfg.max_turns for r in cfg.streaming_sessions)
 
 
 # -- the oracle -------------------------------------------------------------------------------------------------
@@ -215,7 +224,7 @@ class Oracle:
             return False
         for r in h.cfg.streaming_sessions:
             sl = h.slots[r]
-            if sts[r] == FINISHED and not sl.closed and sl.turn < h.cfg.max_turns:
+            if sts[r] == FINISHED and not sl.closed and sl.turn + 1 < h.cfg.max_turns:
                 return False
         if self._x is None:
             from model.designs import PRESETS
@@ -302,9 +311,10 @@ class Run:
 
 
 def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]] | None = None,
-               rng: random.Random | None = None, depth: int = 0, record: bool = False) -> Run:
+               rng: random.Random | None = None, depth: int = 0, record: bool = False, compare: Any = None) -> Run:
     """Replay `steps` (events), or draw `depth` iterations of them from `rng`, on a fresh scheduler,
-    the oracle judging every iteration. An exception inside SGLang that no property names, or a
+    the oracle judging every iteration (and `compare`, an upstream/sched/compare.py::Comparer,
+    setting the model's step beside each). An exception inside SGLang that no property names, or a
     failure of the harness, raises ExploreError."""
     from .driver import _lenient
     from .harness import RealScheduler
@@ -313,6 +323,8 @@ def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]
     h = RealScheduler(cfg, params, force=False)
     h.forcing.observe = False  # SGLang's own eviction, not compared with any trace
     out = Run()
+    if compare is not None:
+        compare.watch(h)
     if record:
         out.states.append(_mapped(h))
     n = len(steps) if steps is not None else depth
@@ -321,6 +333,10 @@ def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]
             break
         picks = _lenient(h, steps[t]) if steps is not None else draw_events(h, rng)  # type: ignore[arg-type]
         picks = _valid(h, picks)
+        before = None
+        if compare is not None:
+            before = _mapped(h)
+            compare.begin()
         t0 = time.perf_counter()
         try:
             h.step(picks)
@@ -330,6 +346,8 @@ def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]
         finally:
             out.sglang_seconds += time.perf_counter() - t0
         out.steps.append(picks)
+        if compare is not None:
+            compare.check(t + 1, before, picks, _mapped(h))
         v = oracle.judge(h, picks)
         if record:
             out.table.append(row(t + 1, h, real_ledger(h), picks))
@@ -487,6 +505,7 @@ def main() -> int:
     from specs.configs import CONFIGS
 
     from . import harness, reverts
+    from .compare import Comparer
 
     what = f"SGLang source {job['source']}" if job.get("source") else f"SGLang {job['version']}"
     try:
@@ -515,7 +534,8 @@ def main() -> int:
         t1 = time.perf_counter()
         try:
             params = draw_params(cfg, design, rng)
-            r = run_events(cfg, params, Oracle(active, bound, design), rng=rng, depth=int(job["depth"]))
+            cmp = Comparer(cfg, design, params) if job.get("compare_model") else None
+            r = run_events(cfg, params, Oracle(active, bound, design), rng=rng, depth=int(job["depth"]), compare=cmp)
         except (ExploreError, harness.HarnessError, harness.NotReplayable) as e:
             _emit({"kind": "error", "seed": seed, "message": str(e)})
             return 0
@@ -524,7 +544,7 @@ def main() -> int:
                    + traceback.format_exc(limit=12)})
             return 0
         _emit({"kind": "walk", "seed": seed, "steps": len(r.steps), "seconds": round(time.perf_counter() - t1, 4),
-               "sglang_seconds": round(r.sglang_seconds, 4)})
+               "sglang_seconds": round(r.sglang_seconds, 4), **({"compare": cmp.summary()} if cmp is not None else {})})
         if r.violation is None:
             continue
         found = _found(job, cfg, design, seed, params, r, (active, bound, design))
