@@ -1,10 +1,15 @@
 """A session-scoped fixture that installs the two releases the CI conforms (0.5.10.post1, before
 the #23174 / #27391 fixes, and 0.5.13, after them) with `kvmc sglang install`, idempotently:
 a fresh clone's `python -m pytest` sets them up itself (into `$KVMC_SGLANG_DIR`, default
-~/.cache/kvmc/sglang; about 75 s the first time, nothing after)."""
+~/.cache/kvmc/sglang; about 75 s the first time, nothing after).
+
+A test file whose tests start the conformance or replay worker on the same release more than once
+opts into one worker process per release with
+`pytestmark = pytest.mark.usefixtures("one_worker_per_release")` (upstream/serve.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +24,15 @@ def sglang_root() -> Path:
     root = default_dir()
     install(CI_RELEASES, root, say=lambda m: None)
     return root
+
+
+@pytest.fixture(scope="module")
+def one_worker_per_release() -> Iterator[None]:
+    """Every conformance (`conform.run`, cpu) and replay (`replay.run_worker`, no timeout) worker the
+    module starts is a fork of one set-up process per (worker, release) (upstream/serve.py): the
+    release is imported once, and each call still runs from the state a fresh worker runs it from,
+    so it answers what a one-shot worker answers. Other subprocesses (`-c` scripts, the CLI) are as before."""
+    from upstream.serve import shared_workers
+
+    with shared_workers():
+        yield

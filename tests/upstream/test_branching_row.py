@@ -25,6 +25,7 @@ from upstream.install import release_path, run_in_release
 from .test_loop_rows import NEWEST, _installed, _row
 
 ROW = "UnifiedRadixCache/swa_branching"
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 def _newest(root: Path) -> None:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from upstream import conform
-from upstream.serve import shared_workers
 
 from .conftest import CI_RELEASES
 
@@ -24,13 +22,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_worker_per_release() -> Iterator[None]:
-    """Every SGLang worker this file starts is a fork of one set-up process per (worker, release)
-    (upstream/serve.py): the release is imported once, and each call still runs from the state a
-    fresh worker runs it from, so it answers what a one-shot worker answers."""
-    with shared_workers():
-        yield
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 # the scheduler-loop rows' open disagreements on the CI releases (docs/conformance.md, "Open

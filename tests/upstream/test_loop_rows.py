@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +21,12 @@ import pytest
 from upstream import conform
 # (not release_path, which raises: a test of a release CI does not install must skip, not fail)
 from upstream.install import is_installed as _installed
-from upstream.serve import shared_workers
 
 EXAMPLES = int(os.environ.get("KVMC_CONFORM_EXAMPLES", "60"))
 NEWEST = "0.5.23"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_worker_per_release() -> Iterator[None]:
-    """Every SGLang worker this file starts is a fork of one set-up process per (worker, release)
-    (upstream/serve.py): the release is imported once, and each call still runs from the state a
-    fresh worker runs it from, so it answers what a one-shot worker answers."""
-    with shared_workers():
-        yield
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ allocation it compares is the same code in 0.5.13 and 0.5.18: alloc_paged_token_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +24,13 @@ import pytest
 
 from checker.mutation import conformance
 from checker.mutation.operators import find, generate
-from upstream.serve import shared_workers
 
 VERSION = "0.5.13"  # a CI release (tests/upstream/conftest.py)
 # the chunked request's budget; admissions that load host hits back; two requests in one extend batch; a decode step
 ROWS = ("add_chunked_req", "add_one_req/hicache", "alloc_for_extend", "alloc_for_decode")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_worker_per_release() -> Iterator[None]:
-    """Every SGLang worker this file starts is a fork of one set-up process per (worker, release)
-    (upstream/serve.py): the release is imported once, and each call still runs from the state a
-    fresh worker runs it from, so it answers what a one-shot worker answers."""
-    with shared_workers():
-        yield
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 @pytest.fixture(scope="module")

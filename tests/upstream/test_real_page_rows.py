@@ -16,6 +16,7 @@ from upstream.install import is_installed
 
 NEWEST = "0.5.23"
 EXAMPLES = 40
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 @pytest.mark.parametrize("row", ["event_loop/swa_page16", "event_loop/swa_page64"])

@@ -13,7 +13,6 @@ skipped otherwise, so the CI's cost stays the two releases of test_sched_replay.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,11 @@ import pytest
 
 from upstream.sched import replay as sr
 from upstream.sched.table import corpus_files
-from upstream.serve import shared_workers
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_worker_per_release() -> Iterator[None]:
-    """Every SGLang worker this file starts is a fork of one set-up process per (worker, release)
-    (upstream/serve.py): the release is imported once, and each call still runs from the state a
-    fresh worker runs it from, so it answers what a one-shot worker answers."""
-    with shared_workers():
-        yield
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 def _root_with(version: str) -> Path:

@@ -26,6 +26,7 @@ from upstream.sched import replay as sr
 from upstream.sched.table import corpus_files, items_for
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from upstream import conform
 EXAMPLES = int(os.environ.get("KVMC_CONFORM_EXAMPLES", "60"))
 NEWEST = "0.5.23"
 ROW = "spec_v2_alloc_len"
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # one worker per release (tests/upstream/conftest.py)
 
 
 @pytest.fixture(scope="module")
