@@ -364,19 +364,23 @@ def mutate(mutants: list[Mutant], configs: list[str], budget_s: float = DEFAULT_
     survivors = [o for o in todo if o.status == "survived"]
     if survivors and conform is not None:
         from checker.mutation import conformance
+        from upstream.serve import shared_workers
 
         say(f"conformance: the model against SGLang {conform} ({conform_examples} scenarios a row), then "
             f"{len(survivors)} survivor(s)")
-        base = conformance.baseline(conform, conform_examples, CONFORM_SEED)
-        for o in survivors:
-            k = conformance.conform_kill(o.mutant.id, conform, conform_examples, CONFORM_SEED, base)
-            if k is not None:
-                o.status, o.kill, o.evidence = "killed", k, k.pop("evidence", "")
-                o.seconds += k["seconds"]  # the hunt's budget, then the conformance run
-                say(f"  {o.mutant.id}: killed by conformance ({k['property']}: {k['disagreed']} of {k['scenarios']} "
-                    f"scenarios disagree), {k['seconds']:.1f}s")
-            else:
-                say(f"  {o.mutant.id}: agrees with SGLang {conform} wherever the model does")
+        # one cpu conformance worker on one release, one call at a time (jobs=1), for the baseline and every
+        # survivor: SGLang is imported once and each call forks from its set-up state (upstream/serve.py)
+        with shared_workers():
+            base = conformance.baseline(conform, conform_examples, CONFORM_SEED)
+            for o in survivors:
+                k = conformance.conform_kill(o.mutant.id, conform, conform_examples, CONFORM_SEED, base)
+                if k is not None:
+                    o.status, o.kill, o.evidence = "killed", k, k.pop("evidence", "")
+                    o.seconds += k["seconds"]  # the hunt's budget, then the conformance run
+                    say(f"  {o.mutant.id}: killed by conformance ({k['property']}: {k['disagreed']} of {k['scenarios']} "
+                        f"scenarios disagree), {k['seconds']:.1f}s")
+                else:
+                    say(f"  {o.mutant.id}: agrees with SGLang {conform} wherever the model does")
         survivors = [o for o in survivors if o.status == "survived"]
     if survivors:
         say(f"classifying {len(survivors)} survivor(s): equivalence (z3) and divergence")

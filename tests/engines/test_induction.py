@@ -112,27 +112,71 @@ def test_cli_induction_proves_conservation_and_no_prefill_oom(tmp_path: Any, cap
     assert cfg["proof"]["engine"] == "induction" and cfg["proof"]["closed"] is True
 
 
+@pytest.fixture
+def encode_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`KInduction._encode` unrolls the model once per (KInduction, k, facts) in this test: every later
+    call gets a new z3 solver over the same terms (the encoding is a pure function of those three; z3
+    gives the same terms the same ASTs), so a case query's `_fresh` solver has still answered no other
+    case, which is what renewing it is for. Only the Python unrolling (0.7 s on `small`) is not
+    repeated: the split tests below renew after every planted unknown and for every leaf, 30 times a
+    Houdini run (three quarters of their time). The renewal itself is pinned by
+    test_a_case_query_renews_its_solver_for_leaves_and_after_many_queries, without this fixture.
+    Installed before the tests' own `_encode` wrappers (and `unknown_through`), which wrap it."""
+    import z3
+
+    real = KInduction._encode
+    memo: dict[tuple[int, int, tuple[str, ...]], tuple[Any, ...]] = {}
+
+    def encode(self: KInduction, k: int, facts: tuple[str, ...] = ()) -> Any:
+        key = (id(self), k, tuple(facts))
+        if key not in memo:  # `self` kept in the entry: its id is not reused within the test
+            solver, params, states, goals, acts = real(self, k, facts)
+            memo[key] = (self, solver.assertions(), params, states, goals, acts, self.checkpoints, self.ghosts)
+        _self, assertions, params, states, goals, acts, self.checkpoints, self.ghosts = memo[key]
+        solver = z3.Solver()
+        if self.timeout_ms:  # as `_encode` sets it
+            solver.set("timeout", self.timeout_ms)
+        solver.add(*assertions)
+        return solver, params, states, goals, acts
+
+    monkeypatch.setattr(KInduction, "_encode", encode)
+
+
 # On `small` with the planted unfinished_keeps_protected_len, the lemmas Houdini keeps with all of
 # them as candidates (it drops request_lengths, pools_nonnegative, private_chains): the same
 # inductive set, without the one-by-one rounds that dropped those three (case splits for every
 # candidate, minutes on a loaded machine), for the tests of the one-by-one and split paths
 KEPT_LEMMAS = ["typing", "counters_exact", "tree_shape", "session_slots", "chunked_fits", "swa_locks", "load_backs",
                "request_rows", "warm_prefix"]
+MUTANT_PROPS = ["conservation", "no_prefill_oom", "no_decode_oom"]
 
 
-def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+def _mutant_system() -> System:
+    return System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
+
+
+@pytest.fixture(scope="module")
+def joint_answer() -> Any:
+    """Houdini's joint-mode answer on `small` with the planted bug (no JOINT_AFTER_MS cap, which on
+    a loaded machine sent this reference run one candidate at a time too): the reference the two
+    split tests below compare with, computed once (no planted solver, nothing patched)."""
+    joint = KInduction(_mutant_system(), MUTANT_PROPS, lemmas=KEPT_LEMMAS).houdini(1, split_on_unknown=False)
+    assert joint.unknown == "" and "conservation" in joint.dropped and "conservation" not in joint.proved \
+        and "no_prefill_oom" in joint.proved, joint
+    return joint
+
+
+def test_houdini_splits_an_unknown_joint_query_per_candidate(monkeypatch: pytest.MonkeyPatch, encode_once: None,
+                                                            joint_answer: Any) -> None:
     """When the joint step query is unknown, Houdini asks each candidate alone: on `small` it then
     proves what the joint query proves, and drops what fails (here: a planted bug makes
     `conservation` fail the step), with the same answer as the joint mode."""
     import z3
 
-    system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
-    props = ["conservation", "no_prefill_oom", "no_decode_oom"]
+    system = _mutant_system()
+    props = MUTANT_PROPS
     lemmas = KEPT_LEMMAS
-    # the joint mode's answer: no JOINT_AFTER_MS cap, which on a loaded machine sent this reference
-    # run one candidate at a time too
-    joint = KInduction(system, props, lemmas=lemmas).houdini(1, split_on_unknown=False)
-    assert joint.unknown == "" and "conservation" not in joint.proved and "no_prefill_oom" in joint.proved, joint
+    joint = joint_answer  # the joint mode's answer
 
     real_encode = KInduction._encode
     calls = {"n": 0}
@@ -256,16 +300,15 @@ def test_case_splits_cover_every_state() -> None:
 # two workers only: the sequential case loop is what test_a_level_z3_always_gives_up_on_is_split_without_asking[1]
 # runs (and one worker cost CI minutes more for the same code path)
 @pytest.mark.parametrize("workers", [2])
-def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch: pytest.MonkeyPatch, encode_once: None,
+                                                       joint_answer: Any) -> None:
     """A per-candidate query the solver cannot answer whole is split into cases: with every whole
     query made unknown, Houdini on `small` still proves what it proves without splitting and still
     finds the planted bug's counterexample to induction, now in one of the cases; the same when
     the cases are asked by two forked processes."""
-    system = System(CONFIGS["small"], PRESETS["current"].with_mutants(frozenset({"unfinished_keeps_protected_len"})))
-    props = ["conservation", "no_prefill_oom", "no_decode_oom"]
-    # the joint mode's answer (no JOINT_AFTER_MS cap: under load the capped query went one by one too)
-    plain = KInduction(system, props, KEPT_LEMMAS).houdini(1, split_on_unknown=False)
-    assert plain.unknown == "" and "conservation" in plain.dropped and "no_prefill_oom" in plain.proved, plain
+    system = _mutant_system()
+    props = MUTANT_PROPS
+    plain = joint_answer  # the joint mode's answer
 
     unknown_through(monkeypatch, 0)  # every whole query unknown, every case answered
     parallel = {"n": 0}
@@ -286,7 +329,8 @@ def test_an_unknown_step_query_is_settled_case_by_case(workers: int, monkeypatch
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_level_z3_always_gives_up_on_is_split_without_asking(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_level_z3_always_gives_up_on_is_split_without_asking(workers: int, monkeypatch: pytest.MonkeyPatch,
+                                                               encode_once: None) -> None:
     """Once SKIP_AFTER cases of a split level have come back unknown (SKIP_UNKNOWN of them), the
     rest of that level is split at once: fewer queries, the same proof."""
     from checker.engines import induction
@@ -400,7 +444,7 @@ def test_a_lemma_holds_trivially_after_an_allocation_failure() -> None:
     assert solver.check() == z3.unsat
 
 
-def test_a_case_worker_that_dies_is_an_error_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_case_worker_that_dies_is_an_error_not_a_hang(monkeypatch: pytest.MonkeyPatch, encode_once: None) -> None:
     """A case worker killed while asking takes its case with it; the parent says so (RuntimeError)
     instead of waiting for an answer that never comes, and proves nothing."""
     import os

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
+from checker.engines import bmc as bmc_mod
+from checker.engines import induction
 from checker.engines.agreement import pinned
+from checker.engines.explicit import check_config as explicit_check
 from checker.engines.random_engine import check_config as random_check
 from checker.engines.run import run_check
 from checker.replay.pool import replay_trace
@@ -80,11 +83,21 @@ def test_the_pool_follows_the_model(design: str) -> None:
         assert o.status in ("passed", "confirmed"), (design, i, o.status, o.step, o.field, o.model, o.pool, o.message)
 
 
+# the explicit engine on the config's explicit points with the valid prompts at T - 7 = 7 tokens (the
+# finding's shape: two of them beside the over-long one outgrow the pool in one pass; the counterexample
+# it finds on the whole explicit points is (7, 18 or 19, 7) too): 351 points instead of 1,414, a quarter
+# of the states (21 s to 7 s), every over-long length and every max_new_tokens still in
+EXPLICIT_CFG = pinned(CFG, input_len=(7, 20))
+
+
 @pytest.mark.parametrize("engine", ["bmc", "explicit"])
 @pytest.mark.parametrize("design", ["v0.5.10.post1", "v0.5.11"])
 def test_finding_11(design: str, engine: str) -> None:
-    res = run_check(PRESETS[design], ["over_long_prompt"], ["no_prefill_oom"], 2, prove=False, engine=engine).configs[0] \
-        .results["no_prefill_oom"]
+    if engine == "explicit":
+        res = explicit_check(PRESETS[design], EXPLICIT_CFG, ["no_prefill_oom"], 2, prove=False).results["no_prefill_oom"]
+    else:
+        res = run_check(PRESETS[design], ["over_long_prompt"], ["no_prefill_oom"], 2, prove=False, engine=engine) \
+            .configs[0].results["no_prefill_oom"]
     assert res.verdict is Verdict.VIOLATED, res.words()
     _is_finding_11(res)
 
@@ -107,12 +120,22 @@ def _is_finding_11(res: Any) -> None:
     assert last.status[SLOT] != NEW
 
 
-def test_finding_11_absent_with_25126() -> None:
+def test_finding_11_absent_with_25126(monkeypatch: pytest.MonkeyPatch) -> None:
+    # no seed hunt before depth 3 (70 of its 75 s: Hypothesis's random runs, which find nothing here):
+    # a seed only makes a counterexample cheaper to find and a hunt that finds none changes no verdict
+    # (checker/engines/bmc.py; tests/engines/test_seed.py pins both); the verdict is z3's depth-3 query
+    monkeypatch.setattr(bmc_mod, "SEED_AFTER_WORK", 10**18)
     rep = run_check(PRESETS["v0.5.12.post1"], ["over_long_prompt"], ["no_prefill_oom"], 3, prove=False)
     assert rep.configs[0].results["no_prefill_oom"].verdict is Verdict.HOLDS_TO_DEPTH
 
 
-def test_current_is_proved() -> None:
+def test_current_is_proved(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the joint step query (all 19 candidates at once) without its z3-work cap: it is unsat in about
+    # 22 s here; with the cap (JOINT_RLIMIT) it gives up after 13 s and Houdini asks every candidate
+    # alone with case splits (the same inductive set, 100 s). The verdicts are the same proof either way
+    # (a failing candidate is sat in both); the one-by-one and case-split paths are pinned on `small`
+    # in tests/engines/test_induction.py. JOINT_AFTER_MS still caps it: past that it goes one by one
+    monkeypatch.setattr(induction, "JOINT_RLIMIT", 0)
     props = ["no_prefill_oom", "no_decode_oom", "conservation", "busy_check_sound", "prompt_prefilled", "request_bounds"]
     rep = run_check(PRESETS["current"], ["over_long_prompt"], props, 2, prove=True, engine="induction")
     for p in props:
