@@ -27,6 +27,7 @@ never a finding), 130 / 143 interrupted (the workers are ended; what was establi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pprint
@@ -53,7 +54,8 @@ def add_parser(sub: Any) -> None:
     which.add_argument("--sglang", metavar="==VERSION", help="an installed release, e.g. ==0.5.10.post1")
     which.add_argument("--sglang-source", metavar="DIR",
                        help="an SGLang source tree (its root with python/sglang/, or a folder holding sglang/), "
-                            "uncommitted changes included; its version is read from the tree (upstream/source.py)")
+                            "uncommitted changes included, or CHECKOUT@REF / @REF (a commit of a git checkout, "
+                            "written to a temporary folder); its version is read from the tree (upstream/source.py)")
     pe.add_argument("--config", required=True, metavar="NAME", help="a config of `kvmc list` (its bounds bound the walks)")
     pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0)")
     pe.add_argument("--walks", type=int, default=2000, help="walks, seeds S .. S+N-1 (default 2000)")
@@ -70,6 +72,9 @@ def add_parser(sub: Any) -> None:
                     help="set the model's step beside every explored iteration (the model preset's successors from "
                          "SGLang's mapped state, with the walk's events): report the first iteration SGLang departs "
                          "from the model, its field and the transitions that write it (exit 1)")
+    pe.add_argument("--aborts", action="store_true",
+                    help="the client may also abort a waiting or running request (SGLang's abort_request; "
+                         "the model has no abort, so not with --compare-model)")
     pe.add_argument("--out", default=DEFAULT_OUT, help=f"where counterexamples go (default {DEFAULT_OUT})")
     pe.add_argument("--no-shrink", action="store_true", help="report each counterexample as found")
     pe.add_argument("--shrink-seconds", type=float, default=120.0, help="time for shrinking one counterexample (default 120)")
@@ -79,12 +84,13 @@ def add_parser(sub: Any) -> None:
 
 
 # -- input -------------------------------------------------------------------------------------------------
-def _plan(args: Any) -> dict[str, Any]:
-    """The checked job: every bad input raises UpstreamUsageError before anything runs or is written."""
-    from .source import release_target, source_target
+def _plan(args: Any, trees: contextlib.ExitStack | None = None) -> dict[str, Any]:
+    """The checked job: every bad input raises UpstreamUsageError before anything runs or is written
+    (a CHECKOUT@REF tree is materialised under `trees`, which removes it)."""
+    from .source import release_target, tree_target
 
     if getattr(args, "sglang_source", None):
-        target = source_target(args.sglang_source)
+        target = tree_target(args.sglang_source, "--sglang-source", trees)
     else:
         target = release_target(args.sglang)
     plan = plan_for(target, args.config, args)
@@ -107,6 +113,9 @@ def check_search(args: Any) -> None:
             raise UpstreamUsageError(f"{name} {v}: expected a positive integer")
     if not args.budget > 0 or not args.shrink_seconds > 0:
         raise UpstreamUsageError("--budget and --shrink-seconds: expected a positive number of seconds")
+    if getattr(args, "aborts", False) and getattr(args, "compare_model", False):
+        raise UpstreamUsageError("--aborts with --compare-model: the model has no abort event to set beside "
+                                 "SGLang's abort_request (drop one of them)")
     bad = [p for p in args.property if p not in PROPS]
     if bad:
         raise UpstreamUsageError(f"--property {bad[0]!r}: explore checks {', '.join(PROPS)}")
@@ -167,7 +176,8 @@ class _Workers:
                    "seeds": seeds[j::args.jobs], "depth": args.depth, "props": plan["props"], "deadline": deadline,
                    "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds,
                    "reverts": list(getattr(args, "revert", [])),
-                   "progress_bound": args.progress_bound, "compare_model": bool(getattr(args, "compare_model", False))}
+                   "progress_bound": args.progress_bound, "compare_model": bool(getattr(args, "compare_model", False)),
+                   "aborts": bool(getattr(args, "aborts", False))}
             p = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
                                  start_new_session=True)
@@ -233,6 +243,7 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                            "sglang_seconds": 0.0, "walk_seconds": 0.0, "import_seconds": [], "found": {}, "errors": [],
                            "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
                            "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None,
+                           "aborts": bool(getattr(args, "aborts", False)), "aborted": [0, 0],
                            "compare": ({"checked": 0, "unmapped": 0, "too_many": 0, "renamed": 0, "departed_walks": 0, "first": None}
                                        if getattr(args, "compare_model", False) else None)}
     w = _Workers(plan, args, deadline)
@@ -257,6 +268,8 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                     res["sglang_seconds"] += ev["sglang_seconds"]
                     res["walk_seconds"] += ev["seconds"]
                     res["walked_seeds"].append(ev["seed"])
+                    for i, n in enumerate(ev.get("aborts", [0, 0])):
+                        res["aborted"][i] += n
                     if ev.get("compare") is not None and res["compare"] is not None:
                         _add_compare(res["compare"], ev["seed"], ev["compare"])
                 elif kind == "found":
@@ -368,7 +381,9 @@ def write_outputs(res: dict[str, Any], plan: dict[str, Any], args: Any) -> dict[
         base = out / prop
         meta = {"verdict": "violated", "expected": "violation", "explored_on": explored_on(plan["target"]),
                 "explore": {"seed": f["seed"], "depth": args.depth, "reverted": res["reverted"], "evidence": f["evidence"],
-                            "unmapped_states": unmapped,
+                            "unmapped_states": unmapped, "progress_bound": int(res["progress_bound"]),
+                            "aborts": bool(getattr(args, "aborts", False)), "aborted": [0, 0],
+                            "target": _recorded_target(plan["target"]),
                             "note": "the events are kvmc's; every other choice was SGLang's own (no choice forced). "
                                     "States are SGLang's objects mapped onto the model's variables where they map "
                                     "(an unmapped state repeats the one before it)"}}
@@ -421,8 +436,22 @@ def step_table(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> 
 
 
 def explored_on(t: Any) -> str:
-    """What an ITF trace records as the SGLang explored: `sglang==V`, or `sglang source DIR (V)`."""
-    return f"sglang=={t.version}" if t.source is None else f"sglang source {t.source} ({t.version})"
+    """What an ITF trace records as the SGLang explored: `sglang==V`, `sglang source DIR (V)`, or
+    `sglang source CHECKOUT@REF (commit H, V)`."""
+    if t.source is None:
+        return f"sglang=={t.version}"
+    if t.ref:
+        return f"sglang source {t.ref} (commit {t.commit[:12]}, {t.version})"
+    return f"sglang source {t.source} ({t.version})"
+
+
+def _recorded_target(t: Any) -> dict[str, Any]:
+    """The SGLang explored, as `kvmc replay --against` compares it: a release, a folder, or a commit
+    (whose temporary folder is gone once explore ends: the commit names it)."""
+    d = t.to_dict()
+    if t.ref:
+        d["source"] = None
+    return d
 
 
 def reproducer(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> str:
@@ -431,7 +460,8 @@ def reproducer(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> 
     t = plan["target"]
     label = t.label()
     return REPRO.format(prop=f["property"], label=label, cfg=plan["cfg"].name, evidence=f["evidence"], table=table,
-                        repo=repr(str(REPO)), version=repr(t.version), release=repr(t.release), source=repr(t.source),
+                        repo=repr(str(REPO)), version=repr(t.version), release=repr(t.release),
+                        source=repr(None if t.ref else t.source), ref=repr(t.pinned or None),
                         preset=repr(plan["preset"]), reverts=repr(reverts), prop_r=repr(f["property"]),
                         bound=repr(int(res["progress_bound"])), params=pprint.pformat(f["params"], width=100),
                         steps=pprint.pformat(f["steps"], width=100), config_r=repr(plan["cfg"].name),
@@ -453,7 +483,8 @@ exit 2: the SGLang named cannot be run (one line).
 
     python {{this file}}                              on the SGLang it was found on
     python {{this file}} --sglang-source DIR          on an SGLang source tree (a checkout's root
-                                                    with python/sglang/, or a folder with sglang/)
+                                                    with python/sglang/, or a folder with sglang/;
+                                                    CHECKOUT@REF: a commit of a git checkout)
     python {{this file}} --sglang ==VERSION           on an installed release
     (from anywhere; KVMC_REPO names the kvmc checkout, default below)
 
@@ -474,7 +505,8 @@ import sys
 KVMC = os.environ.get("KVMC_REPO", {repo})
 VERSION = {version}  # the SGLang version explored
 RELEASE = {release}  # the release it maps to (its revert texts)
-SOURCE = {source}  # the source tree explored (None: an installed release)
+SOURCE = {source}  # the source tree explored (None: an installed release, or a commit)
+REF = {ref}  # the git commit explored, CHECKOUT@HASH (its tree is written to a temporary folder again)
 CONFIG = {config_r}
 PRESET = {preset}  # the model preset whose enqueue clip progress's assumptions read
 REVERTS = {reverts}
@@ -484,13 +516,15 @@ PARAMS = {params}
 STEPS = {steps}
 
 
-def _target(argv):
-    from upstream.source import release_target, source_target
+def _target(argv, trees):
+    from upstream.source import release_target, source_target, tree_target
 
     if not argv:
+        if REF:
+            return tree_target(REF, "REF", trees), True
         return (source_target(SOURCE) if SOURCE else release_target("==" + VERSION)), True
     if len(argv) == 2 and argv[0] == "--sglang-source":
-        return source_target(argv[1]), False
+        return tree_target(argv[1], "--sglang-source", trees), False
     if len(argv) == 2 and argv[0] == "--sglang":
         return release_target(argv[1]), False
     raise SystemExit("usage: " + os.path.basename(__file__) + " [--sglang-source DIR | --sglang ==VERSION]")
@@ -499,19 +533,23 @@ def _target(argv):
 def main() -> int:
     sys.path.insert(0, KVMC)
     if os.environ.get("KVMC_REPRO_CHILD") != "1":
+        import contextlib
+
         from upstream.errors import UpstreamUsageError
         from upstream.install import default_dir, release_env
         from upstream.source import worker_path
 
-        try:
-            target, own = _target(sys.argv[1:])
-            env = release_env(worker_path(default_dir(), target))
-        except UpstreamUsageError as e:
-            print(f"error: {{e}}", file=sys.stderr)
-            return 2
-        env["KVMC_REPRO_CHILD"] = "1"
-        env["KVMC_REPRO_TARGET"] = json.dumps(dict(target.to_dict(), label=target.label(), reverts=REVERTS if own else []))
-        return subprocess.call([sys.executable, "-W", "ignore", os.path.abspath(__file__)], env=env, cwd=KVMC)
+        with contextlib.ExitStack() as trees:  # a commit's temporary tree, removed after the run
+            try:
+                target, own = _target(sys.argv[1:], trees)
+                env = release_env(worker_path(default_dir(), target))
+            except UpstreamUsageError as e:
+                print(f"error: {{e}}", file=sys.stderr)
+                return 2
+            env["KVMC_REPRO_CHILD"] = "1"
+            env["KVMC_REPRO_TARGET"] = json.dumps(dict(target.to_dict(), label=target.label(),
+                                                       reverts=REVERTS if own else []))
+            return subprocess.call([sys.executable, "-W", "ignore", os.path.abspath(__file__)], env=env, cwd=KVMC)
     target = json.loads(os.environ["KVMC_REPRO_TARGET"])
     from model.config import concrete_params
     from model.designs import PRESETS
@@ -549,7 +587,10 @@ if __name__ == "__main__":
 def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
     plan_line = (f"kvmc explore: {res['label']}"
                  + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
-                 + f", config {res['config']} (model preset {res['preset']} for the parameter bounds), "
+                 + f", config {res['config']}"
+                 + (f", with aborts ({res['aborted'][0]} of waiting requests, {res['aborted'][1]} of running ones)"
+                    if res.get("aborts") else "")
+                 + f" (model preset {res['preset']} for the parameter bounds), "
                  f"{res['walks']} walks of at most {res['depth']} iterations, {res['steps']} SGLang iterations in "
                  f"{res['seconds']} s ({res['jobs']} job{'s' if res['jobs'] > 1 else ''}; SGLang's import "
                  f"{max(res['import_seconds'] or [0])} s; {_rate(res)} iterations/s walking, "
@@ -573,11 +614,16 @@ def _rate(res: dict[str, Any]) -> str:
 
 
 def cmd_explore(args: Any) -> int:
-    try:
-        plan = _plan(args)
-    except UpstreamUsageError as e:
-        print(f"kvmc: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    with contextlib.ExitStack() as trees:  # a CHECKOUT@REF tree lives as long as the explore
+        try:
+            plan = _plan(args, trees)
+        except UpstreamUsageError as e:
+            print(f"kvmc: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        return _explore(args, plan)
+
+
+def _explore(args: Any, plan: dict[str, Any]) -> int:
     res = explore(plan, args, say=None if args.json else (lambda m: print(m, file=sys.stderr, flush=True)))
     usage = [e for e in res["errors"] if e.get("seed") is None and "does not import" not in str(e["message"])
              and "revert" in str(e["message"]).lower()]

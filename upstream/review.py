@@ -6,8 +6,10 @@ code does to every property kvmc explores (parent side: imports no SGLang; each 
                 [--seed S] [--walks N] [--depth D] [--budget SECONDS] [--jobs J] [--out DIR]
                 [--format text|json|markdown]
 
-REF_OR_DIR is `==VERSION` (an installed release) or an SGLang source tree (upstream/source.py:
-a checkout's root with python/sglang/, or a folder with sglang/, uncommitted edits included).
+REF_OR_DIR is `==VERSION` (an installed release), an SGLang source tree (upstream/source.py:
+a checkout's root with python/sglang/, or a folder with sglang/, uncommitted edits included), or a
+commit of a git checkout, `CHECKOUT@REF` or `@REF` (the current directory's checkout): its tree is
+written into a temporary folder for the review and removed after it, Ctrl-C included.
 Both sides are explored on each config with the same walk seeds S .. S+N-1, depth and budget
 (`kvmc explore`'s walks, oracle and shrinking), and compared per (config, property):
 
@@ -31,6 +33,7 @@ drive a side (never a finding), 130 / 143 interrupted (no comparison is made fro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -62,15 +65,18 @@ def search_args(args: Any) -> SimpleNamespace:
     return a
 
 
-def plan(args: Any) -> dict[str, Any]:
-    """Both sides and every config checked: bad input raises UpstreamUsageError, nothing written."""
+def plan(args: Any, trees: contextlib.ExitStack | None = None) -> dict[str, Any]:
+    """Both sides and every config checked: bad input raises UpstreamUsageError, nothing written
+    (a git commit's tree is materialised under `trees`, which removes it)."""
     from .explore import plan_for
     from .source import target
 
     if not args.sglang_base or not args.sglang_head:
         missing = "--sglang-head" if args.sglang_base else "--sglang-base"
-        raise UpstreamUsageError(f"{missing}: expected with the other one (==VERSION or an SGLang source folder each)")
-    sides = {"base": target(args.sglang_base, "--sglang-base"), "head": target(args.sglang_head, "--sglang-head")}
+        raise UpstreamUsageError(f"{missing}: expected with the other one (==VERSION, an SGLang source folder or "
+                                 "CHECKOUT@REF each)")
+    sides = {"base": target(args.sglang_base, "--sglang-base", trees),
+             "head": target(args.sglang_head, "--sglang-head", trees)}
     sa = search_args(args)
     configs = list(dict.fromkeys(args.config)) or [DEFAULT_CONFIG]
     plans = {(side, c): plan_for(t, c, sa) for c in configs for side, t in sides.items()}
@@ -87,7 +93,8 @@ def plan(args: Any) -> dict[str, Any]:
 def cross_check(repro: str, other: Any) -> str:
     """Run one side's reproducer on the other side's SGLang: `reproduced`, `not reproduced` or
     `error: ...`."""
-    opt = ["--sglang-source", other.source] if other.source else ["--sglang", f"=={other.version}"]
+    # a commit by its hash (the reproducer writes its tree again: a temporary copy has no version to read)
+    opt = ["--sglang-source", other.pinned or other.source] if other.source else ["--sglang", f"=={other.version}"]
     p = subprocess.run([sys.executable, repro, *opt], capture_output=True, text=True, cwd=str(REPO))
     if p.returncode == 0:
         return "reproduced"
@@ -189,7 +196,11 @@ def exit_code(doc: dict[str, Any]) -> int:
 
 
 def _name(t: dict[str, Any]) -> str:
-    return f"sglang=={t['version']}" if t["source"] is None else f"{t['source']} ({t['version']}, release {t['release']})"
+    if t["source"] is None:
+        return f"sglang=={t['version']}"
+    if t.get("ref"):
+        return f"{t['ref']} (commit {t['commit'][:12]}, {t['version']}, release {t['release']})"
+    return f"{t['source']} ({t['version']}, release {t['release']})"
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -242,11 +253,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 def cmd_sglang_review(args: Any) -> int:
     """`kvmc review --sglang-base/--sglang-head` (dispatched by checker/cli/review.py)."""
-    try:
-        pl = plan(args)
-    except UpstreamUsageError as e:
-        print(f"kvmc: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    with contextlib.ExitStack() as trees:  # a CHECKOUT@REF side's temporary tree lives as long as the review
+        try:
+            pl = plan(args, trees)
+        except UpstreamUsageError as e:
+            print(f"kvmc: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        return _review(args, pl)
+
+
+def _review(args: Any, pl: dict[str, Any]) -> int:
     quiet = args.progress == "none" or args.format == "json"
     doc = run(pl, (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True)))
     if args.format == "json":

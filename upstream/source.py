@@ -17,11 +17,22 @@ X.Y.(Z-1) so), whose revert texts (`--revert`) apply; then `upstream/explore.py:
 that release (its own preset, else the newest preset before it) gives the model preset whose
 parameter constraints bound the walks. A tree older than every adapted release is bad input; a
 newer one maps to the newest adapted release and says so.
+
+A commit of a git checkout is named `DIR@REF` (DIR any folder of the checkout's work tree, REF
+anything `git rev-parse` reads: a branch, a tag, `HEAD~1`, a hash, `main@{1}`) or `@REF` (the
+checkout of the current directory). A folder of that name that exists is a folder, never a ref.
+The commit's package (`python/sglang/`, else `sglang/` at the top) is written with `git archive`
+into a temporary folder that `trees` (a `contextlib.ExitStack` the command holds for its whole
+run) removes on the way out, Ctrl-C included; the checkout itself, its index and its work tree
+are only read. Its version is the tree's literal as above, else `git describe --tags` of the commit
+(`sglang/_version.py` is not committed). A value that names no folder, a folder outside a git
+work tree, a ref that is no commit, or a commit without the package is bad input, one line.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 import subprocess
 from dataclasses import dataclass
@@ -41,15 +52,25 @@ class Target:
     source: str | None = None  # the folder holding the `sglang` package (absolute), for a tree
     version_from: str = ""  # where the tree's version was read
     given: str = ""  # what the user typed
+    ref: str = ""  # a git commit's tree: `CHECKOUT@REF` as given (CHECKOUT absolute); `source` is its temporary copy
+    commit: str = ""  # ... and the commit REF named (full hash)
 
     @property
     def spec(self) -> str:
         """What a command line names it by: `==V` or the tree's folder."""
         return f"=={self.version}" if self.source is None else self.source
 
+    @property
+    def pinned(self) -> str:
+        """A git commit's tree as a value `target` reads again later: `CHECKOUT@HASH` (the branch
+        REF named may move); empty for a release or a folder."""
+        return f"{self.ref.rsplit('@', 1)[0]}@{self.commit}" if self.ref else ""
+
     def label(self) -> str:
         if self.source is None:
             return f"SGLang {self.version}"
+        if self.ref:
+            return f"SGLang source {self.ref} (commit {self.commit[:12]}, {self.version})"
         return f"SGLang source {self.source} ({self.version})"
 
     def mapping(self) -> str:
@@ -61,7 +82,7 @@ class Target:
 
     def to_dict(self) -> dict[str, str | None]:
         return {"version": self.version, "release": self.release, "source": self.source,
-                "version_from": self.version_from}
+                "version_from": self.version_from, "ref": self.ref or None, "commit": self.commit or None}
 
 
 def version_key(v: str) -> tuple[float, ...]:
@@ -155,14 +176,108 @@ def release_target(given: str, option: str = "--sglang") -> Target:
     return Target(version, version, None, "", given)
 
 
-def target(given: str, option: str) -> Target:
-    """REF_OR_DIR: `==VERSION` is a release, anything else a source tree."""
+def target(given: str, option: str, trees: contextlib.ExitStack | None = None) -> Target:
+    """REF_OR_DIR: `==VERSION` is a release, anything else a source tree: a folder, or `DIR@REF` /
+    `@REF` a git commit's (materialised under `trees`)."""
     if given.strip().startswith("=="):
         return release_target(given, option)
-    if not Path(given).expanduser().exists():
-        raise UpstreamUsageError(f"{option} {given!r}: neither ==VERSION (an installed release) nor an existing "
-                                 "SGLang source folder")
-    return source_target(given, option)
+    return tree_target(given, option, trees)
+
+
+def tree_target(given: str, option: str, trees: contextlib.ExitStack | None = None) -> Target:
+    """A source folder, or a git commit's tree (`DIR@REF`, `@REF`; needs `trees`)."""
+    if Path(given).expanduser().exists():
+        return source_target(given, option)
+    if "@" not in given:
+        raise UpstreamUsageError(f"{option} {given!r}: neither ==VERSION (an installed release), an existing SGLang "
+                                 "source folder, nor CHECKOUT@REF (a commit of a git checkout of SGLang)")
+    if trees is None:
+        raise UpstreamUsageError(f"{option} {given!r}: a git ref is not accepted here (expected a source folder)")
+    return ref_target(given, option, trees)
+
+
+def split_ref(given: str, option: str) -> tuple[Path, str]:
+    """`DIR@REF` -> (DIR, REF), at the last `@` whose left side is an existing folder (a ref may hold
+    `@`: `main@{1}`; so may a folder); `@REF` -> (the current directory, REF)."""
+    for i in [i for i, c in enumerate(given) if c == "@"][::-1]:
+        left, ref = given[:i], given[i + 1:]
+        d = Path(left).expanduser() if left else Path.cwd()
+        if d.is_dir() and ref:
+            return d, ref
+    left = given.split("@", 1)[0]
+    if not given.split("@", 1)[1]:
+        raise UpstreamUsageError(f"{option} {given!r}: expected CHECKOUT@REF with a ref after the @")
+    raise UpstreamUsageError(f"{option} {given!r}: {left or '.'!r} is no folder (expected CHECKOUT@REF: a folder of "
+                             "a git checkout of SGLang, @, a branch, tag or commit)")
+
+
+def _git(top: Path, *argv: str, **kw: object) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(top), *argv],  # type: ignore[call-overload]
+                              capture_output=True, timeout=120, **kw)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UpstreamUsageError(f"git {' '.join(argv[:2])} in {top}: {e}") from None
+
+
+def ref_target(given: str, option: str, trees: contextlib.ExitStack) -> Target:
+    """The tree of commit REF of the git checkout DIR (`DIR@REF`), written into a temporary folder
+    that `trees` removes (module docstring). Bad input raises UpstreamUsageError, nothing left."""
+    import shutil
+    import tarfile
+    import tempfile
+
+    d, ref = split_ref(given, option)
+    p = _git(d, "rev-parse", "--show-toplevel", text=True)
+    if p.returncode != 0:
+        raise UpstreamUsageError(f"{option} {given!r}: {str(d)!r} is not in a git work tree (expected CHECKOUT@REF "
+                                 "with CHECKOUT a git checkout of SGLang)")
+    top = Path(p.stdout.strip()).resolve()
+    p = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", text=True)
+    if p.returncode != 0 or not p.stdout.strip():
+        raise UpstreamUsageError(f"{option} {given!r}: {ref!r} is not a commit of the git checkout {top} "
+                                 "(expected a branch, tag or commit `git rev-parse` reads)")
+    commit = p.stdout.strip()
+    sub = next((s for s in ("python", "") if _git(top, "cat-file", "-e", f"{commit}:{s + '/' if s else ''}"
+                                                   "sglang/srt/managers/scheduler.py").returncode == 0), None)
+    if sub is None:
+        raise UpstreamUsageError(f"{option} {given!r}: commit {commit[:12]} of {top} holds no SGLang package (expected "
+                                 "python/sglang/ or sglang/ with srt/managers/scheduler.py)")
+    tmp = Path(tempfile.mkdtemp(prefix="kvmc-sglang-ref-"))
+    trees.callback(shutil.rmtree, tmp, True)  # ignore_errors: removed on the way out, an interrupt included
+    pkg = f"{sub}/sglang" if sub else "sglang"
+    with subprocess.Popen(["git", "-C", str(top), "archive", "--format=tar", commit, "--", pkg],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as arch:
+        assert arch.stdout is not None and arch.stderr is not None
+        try:
+            with tarfile.open(fileobj=arch.stdout, mode="r|") as tar:
+                tar.extractall(tmp, filter="data")
+        except tarfile.TarError as e:
+            bad: str | None = str(e)
+        else:
+            bad = None
+        err = arch.stderr.read().decode(errors="replace")
+    if arch.returncode != 0 or bad is not None:
+        raise UpstreamUsageError(f"{option} {given!r}: git archive of commit {commit[:12]} of {top} failed: "
+                                 + ((err.strip().splitlines() or [bad or "?"])[-1]))
+    parent = (tmp / sub) if sub else tmp
+    version, where = _ref_version(parent, top, commit)
+    return Target(version, nearest_release(version), str(parent.resolve()), where, given,
+                  ref=f"{top}@{ref}", commit=commit)
+
+
+def _ref_version(parent: Path, top: Path, commit: str) -> tuple[str, str]:
+    """A commit's version: the tree's literal (read_version's files), else its newest `v*` tag."""
+    for name in ("_version.py", "version.py"):
+        f = parent / "sglang" / name
+        v = _literal_version(f) if f.is_file() else None
+        if v is not None:
+            return v, f"sglang/{name} of commit {commit[:12]}"
+    p = _git(top, "describe", "--tags", "--match", "v[0-9]*", "--abbrev=0", commit, text=True)
+    tag = p.stdout.strip() if p.returncode == 0 else ""
+    if tag and _VERSION.fullmatch(tag.removeprefix("v")):
+        return tag.removeprefix("v"), f"git tag {tag} of commit {commit[:12]}"
+    raise UpstreamUsageError(f"commit {commit[:12]} of {top}: cannot read its version (expected a v* tag before it, "
+                             "or `__version__ = '...'` in sglang/version.py)")
 
 
 def worker_path(root: Path, t: Target) -> list[str]:

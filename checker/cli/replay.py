@@ -42,6 +42,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not files:
             print("kvmc: error: no trace files given (expected FILE.itf.json ...)", file=sys.stderr)
             return 2
+        from upstream import replay_explored
+
+        if replay_explored.wanted(args.against, files):  # an explore trace, or a source tree named
+            return replay_explored.cmd_replay_explored(args, files)
         from upstream.sched.replay import cmd_replay_against
 
         return cmd_replay_against(args, files)
@@ -84,7 +88,8 @@ def add_parser(sub: Any) -> None:
     pr.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     pr.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
     pr.add_argument("--against", metavar="sglang==VERSION",
-                    help="replay on SGLang's own scheduler of that release instead of the pool (upstream/sched/)")
+                    help="replay on SGLang's own scheduler of that release instead of the pool (upstream/sched/); "
+                         "a trace `kvmc explore` wrote also on a source folder or CHECKOUT@REF (upstream/replay_explored.py)")
     pr.add_argument("--revert", action="append", default=[], metavar="FIX",
                     help="with --against: revert this fix inside the release (SGLang's source_patcher; repeatable)")
     pr.add_argument("--dir", help="with --against: SGLang install folder (default $KVMC_SGLANG_DIR or ~/.cache/kvmc/sglang)")

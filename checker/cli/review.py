@@ -803,7 +803,8 @@ def add_parser(sub: Any) -> Any:
                     help="default: all (with --sglang-base/--sglang-head: hybrid_swa)")
     sg = pr.add_argument_group("review of SGLang's own code (upstream/review.py): both sides explored as `kvmc explore` does")
     sg.add_argument("--sglang-base", default=None, metavar="REF_OR_DIR",
-                    help="==VERSION (an installed release) or an SGLang source tree (root with python/sglang/, or a folder with sglang/)")
+                    help="==VERSION (an installed release), an SGLang source tree (root with python/sglang/, or a folder with "
+                         "sglang/), or CHECKOUT@REF / @REF (a commit of a git checkout, written to a temporary folder)")
     sg.add_argument("--sglang-head", default=None, metavar="REF_OR_DIR", help="the changed SGLang, as --sglang-base")
     sg.add_argument("--seed", type=int, default=None, help="first walk seed, the same on both sides (default 0)")
     sg.add_argument("--walks", type=int, default=None, help="walks per side and config (default 200)")

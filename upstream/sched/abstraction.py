@@ -322,6 +322,10 @@ def status(h: Any, sl: Any) -> int:
         # from the batch with `to_finish` set (finished_reason follows when its abort is streamed);
         # the model finishes it there
         return FINISHED
+    if getattr(sl, "aborted", False):
+        # aborted while waiting (explore's `recv.abort`): abort_request popped it from the queue and
+        # sent the abort to the tokenizer; it holds nothing, and its client sees it finished
+        return FINISHED
     raise AbstractionError(f"request {req.rid} is in no queue (not finished, not chunked, waiting or running)")
 
 

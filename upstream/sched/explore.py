@@ -6,7 +6,7 @@ upstream/explore.py).
 `python -m upstream.sched.explore` reads one JSON job on stdin: {"version" (the release, or the
 release a source tree maps to: its revert texts), "source" (a source tree's folder, or null), "config", "preset",
 "seeds": [...], "depth", "props": [...], "deadline" (epoch seconds), "shrink", "progress_bound",
-"compare_model" (upstream/sched/compare.py: the model's step beside each iteration)},
+"compare_model" (upstream/sched/compare.py: the model's step beside each iteration), "aborts"},
 and prints one JSON line per event on stdout: {"kind": "ready", "import_seconds"}, {"kind": "walk",
 "seed", "steps", "seconds", "sglang_seconds", "compare" (with compare_model)}, {"kind": "found", ...} (the shrunk counterexample),
 {"kind": "error", ...} (kvmc could not drive the release: never a finding), {"kind": "done"}.
@@ -17,8 +17,9 @@ length, the warm prefix its sharing requests start with) as the model's walks do
 (checker/traces/walk.py::pick_params, kept where the model's `params_ok` accepts them), then per
 iteration the events: each request not yet arrived arrives or not, each streaming session whose
 turn finished sends its next turn (its new-token count drawn from the config's `turn_tokens`) or
-closes, and where the config forces retraction (`SGLANG_TEST_RETRACT`) the iteration retracts or
-not. The events are the trace picks upstream/sched/harness.py already sends (`recv.arrive[r]`,
+closes, where the config forces retraction (`SGLANG_TEST_RETRACT`) the iteration retracts or
+not, and with `aborts` the client aborts a waiting or running request or not (`recv.abort[r]`, an
+AbortReq through `process_input_requests`; not a model event). The events are the trace picks upstream/sched/harness.py already sends (`recv.arrive[r]`,
 `recv.next_turn[r]`, `recv.turn_tokens[r]`, `recv.close_session[i]`, `decode.test_retract`), run
 with forcing off (harness `force=False`): SGLang's own LRU order and `_evict_swa` timing decide the
 rest, as in the replay's `events` mode (upstream/sched/driver.py::_events).
@@ -59,7 +60,7 @@ from model.state import CHUNKED, FINISHED, NEW, OOM_NONE, RUNNING, WAITING
 PROPS = ("no_prefill_oom", "no_decode_oom", "no_scheduler_assertion", "conservation", "prompt_prefilled",
          "busy_check_sound", "busy_check_complete", "idle_check_sound", "idle_check_complete", "lock_ledger",
          "progress")
-P_ARRIVE, P_TURN, P_CLOSE, P_RETRACT = 0.45, 0.35, 0.15, 0.3
+P_ARRIVE, P_TURN, P_CLOSE, P_RETRACT, P_ABORT = 0.45, 0.35, 0.15, 0.3, 0.1
 PROGRESS_BOUND = 4
 # the lengths shrinking lowers (per request or per warm atom): the environment's, never a pool size
 SHRINK_LENGTHS = ("input_len", "max_new_tokens", "warm_len")
@@ -111,8 +112,9 @@ def params_ok(cfg: Any, design: Any, p: Any) -> bool:
         return False
 
 
-def draw_events(h: Any, rng: random.Random) -> dict[str, Any]:
-    """One iteration's environment events, valid on the scheduler `h` as it is now."""
+def draw_events(h: Any, rng: random.Random, aborts: bool = False) -> dict[str, Any]:
+    """One iteration's environment events, valid on the scheduler `h` as it is now (with `aborts`,
+    the client may also abort a request: `abortable`)."""
     from .abstraction import status
 
     cfg = h.cfg
@@ -133,7 +135,19 @@ def draw_events(h: Any, rng: random.Random) -> dict[str, Any]:
             picks[f"recv.turn_tokens[{r}]"] = rng.randint(lo, hi)
     if cfg.test_retract and rng.random() < P_RETRACT:
         picks["decode.test_retract"] = True
+    if aborts:  # drawn after the others, so that a walk without --aborts draws what it always drew
+        for sl in h.slots:
+            if abortable(h, sl) and rng.random() < P_ABORT:
+                picks[f"recv.abort[{sl.r}]"] = True
     return picks
+
+
+def abortable(h: Any, sl: Any) -> bool:
+    """The client may abort request slot `sl` now: it arrived, was not aborted, and waits or runs
+    (a chunked request, mid-prefill, and a streaming session's turn are not aborted: docs/explore.md)."""
+    if sl.req is None or sl.aborted or sl.r in h.cfg.streaming_sessions:
+        return False
+    return _status(h, sl) in (WAITING, RUNNING)
 
 
 def quiescent(h: Any) -> bool:
@@ -308,10 +322,12 @@ class Run:
         self.table: list[str] = []
         self.states: list[Any] = []  # model State per step (None where the abstraction does not map)
         self.sglang_seconds = 0.0
+        self.aborts = [0, 0]  # aborts sent of waiting / of running requests
 
 
 def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]] | None = None,
-               rng: random.Random | None = None, depth: int = 0, record: bool = False, compare: Any = None) -> Run:
+               rng: random.Random | None = None, depth: int = 0, record: bool = False, compare: Any = None,
+               aborts: bool = False) -> Run:
     """Replay `steps` (events), or draw `depth` iterations of them from `rng`, on a fresh scheduler,
     the oracle judging every iteration (and `compare`, an upstream/sched/compare.py::Comparer,
     setting the model's step beside each). An exception inside SGLang that no property names, or a
@@ -331,8 +347,11 @@ def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]
     for t in range(n):
         if steps is None and quiescent(h):
             break
-        picks = _lenient(h, steps[t]) if steps is not None else draw_events(h, rng)  # type: ignore[arg-type]
+        picks = _lenient(h, steps[t]) if steps is not None else draw_events(h, rng, aborts)  # type: ignore[arg-type]
         picks = _valid(h, picks)
+        for k in picks:
+            if k.startswith("recv.abort["):
+                out.aborts[_status(h, h.slots[int(k[11:-1])]) != WAITING] += 1
         before = None
         if compare is not None:
             before = _mapped(h)
@@ -361,9 +380,11 @@ def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]
 
 
 def _valid(h: Any, picks: dict[str, Any]) -> dict[str, Any]:
-    """Drop an arrival of a request that already arrived (a shrunk walk may ask twice)."""
+    """Drop an arrival of a request that already arrived (a shrunk walk may ask twice), and an abort
+    of a request that cannot be aborted now (its arrival shrunk away, or it finished)."""
     return {k: v for k, v in picks.items()
-            if not (k.startswith("recv.arrive[") and h.slots[int(k[12:-1])].arrived)}
+            if not (k.startswith("recv.arrive[") and h.slots[int(k[12:-1])].arrived)
+            and not (k.startswith("recv.abort[") and not abortable(h, h.slots[int(k[11:-1])]))}
 
 
 def _mapped(h: Any) -> Any:
@@ -535,7 +556,8 @@ def main() -> int:
         try:
             params = draw_params(cfg, design, rng)
             cmp = Comparer(cfg, design, params) if job.get("compare_model") else None
-            r = run_events(cfg, params, Oracle(active, bound, design), rng=rng, depth=int(job["depth"]), compare=cmp)
+            r = run_events(cfg, params, Oracle(active, bound, design), rng=rng, depth=int(job["depth"]), compare=cmp,
+                           aborts=bool(job.get("aborts")))
         except (ExploreError, harness.HarnessError, harness.NotReplayable) as e:
             _emit({"kind": "error", "seed": seed, "message": str(e)})
             return 0
@@ -544,7 +566,8 @@ def main() -> int:
                    + traceback.format_exc(limit=12)})
             return 0
         _emit({"kind": "walk", "seed": seed, "steps": len(r.steps), "seconds": round(time.perf_counter() - t1, 4),
-               "sglang_seconds": round(r.sglang_seconds, 4), **({"compare": cmp.summary()} if cmp is not None else {})})
+               "sglang_seconds": round(r.sglang_seconds, 4), "aborts": r.aborts,
+               **({"compare": cmp.summary()} if cmp is not None else {})})
         if r.violation is None:
             continue
         found = _found(job, cfg, design, seed, params, r, (active, bound, design))
@@ -585,5 +608,83 @@ def _state_dict(s: Any) -> dict[str, Any]:
     return {f: getattr(s, f) for f in FIELD_NAMES}
 
 
+# -- replaying an explore trace (`kvmc replay --against`, upstream/sched/replay.py) ----------------------------------
+def replay_trace(j: dict[str, Any]) -> dict[str, Any]:
+    """Re-run one explore trace's events on the imported SGLang (its reverts applied by the caller)
+    as a walk's shrunk counterexample is re-run (`run_events`), the trace's property judged after
+    every iteration, SGLang's mapped state set beside the recorded one. Returns {"failed_at" (the
+    step the property failed at, or None), "evidence", "steps" (iterations run), "ended" (why the run
+    stopped short: SGLang's scheduler died another way), "departs" (the first step whose mapped state
+    differs from the recorded one), "table"}. ExploreError (a crash no property names) propagates."""
+    from checker.traces import itf
+    from model.ops import Concrete
+    from model.system import System
+
+    from .driver import first_difference
+
+    tr = itf.read(j["file"], check=False, warn=False)
+    recorded = [dict(st.picks) for st in tr.steps]
+    unmapped = set((tr.meta.get("explore") or {}).get("unmapped_states") or [])
+    r = run_events(tr.cfg, tr.params, Oracle([j["property"]], int(j["progress_bound"]), tr.design),
+                   steps=recorded, record=True)
+    x = System(tr.cfg, tr.design).ctx(Concrete(), tr.params)
+    table, departs = [], None
+    for t, (want, got) in enumerate(zip(recorded, r.steps), 1):
+        dropped = sorted(set(want) - set(got))  # a turn or close whose previous turn has not finished here
+        table.append(r.table[t - 1] + (f" | not applicable here: {', '.join(dropped)}" if dropped else ""))
+        now = r.states[t]
+        if departs is None and t not in unmapped and now is not None:
+            d = first_difference(tr.states[t], now, x)
+            if d is not None:
+                departs = {"step": t, "field": d[0], "recorded": d[1], "sglang": d[2]}
+    ended = ""
+    if r.violation is None and len(r.steps) < len(recorded):
+        ended = f"SGLang's scheduler died at step {len(r.steps)} ({r.table[-1].split(' | ')[1]})"
+    return {"failed_at": len(r.steps) if r.violation is not None else None,
+            "evidence": r.violation[1] if r.violation is not None else "", "steps": len(r.steps), "ended": ended,
+            "departs": departs, "table": table}
+
+
+def replay_main() -> int:
+    """`python -m upstream.sched.explore --replay`: one JSON job on stdin, {"version" (the release
+    whose revert texts apply), "source", "traces": [{"file", "property", "progress_bound",
+    "reverts"}]}; one JSON document on stdout, {"import_seconds", "outcomes": [...]} (or {"error"})."""
+    import os
+
+    global _CHANNEL
+    _CHANNEL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    job = json.loads(sys.stdin.read())
+    t0 = time.time()
+    from . import harness, reverts
+
+    try:
+        harness.setup()
+        check_source(job.get("source"))
+    except Exception as e:  # noqa: BLE001 - the SGLang named does not import here: reported, not raised
+        _emit({"error": f"{type(e).__name__}: {e}"})
+        return 0
+    outcomes = []
+    for j in job["traces"]:
+        try:
+            applied, states = reverts.apply(j.get("reverts", []), job["version"])
+        except reverts.RevertError as e:
+            outcomes.append({"error": str(e)})
+            continue
+        try:
+            o = replay_trace(j)
+        except (ExploreError, harness.HarnessError, harness.NotReplayable) as e:
+            o = {"crash": str(e).splitlines()[0]}
+        except Exception as e:  # noqa: BLE001 - kvmc's own failure: an error, never a finding
+            o = {"error": f"kvmc internal error: {type(e).__name__}: {e}"}
+        finally:
+            reverts.restore(states)
+        o["reverted"] = applied
+        outcomes.append(o)
+    _emit({"import_seconds": round(time.time() - t0, 2), "outcomes": outcomes})
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(replay_main() if sys.argv[1:] == ["--replay"] else main())

@@ -227,6 +227,7 @@ class Slot:
     session_id: str | None = None
     closed: bool = False
     reqs: list[Any] = field(default_factory=list)  # every turn's Req (the ledger reads rows held by any)
+    aborted: bool = False  # the client aborted it (`recv.abort[r]`: an AbortReq for its rid)
 
 
 class RealScheduler:
@@ -479,6 +480,12 @@ class RealScheduler:
         io = setup()["io"]
         return _make(io.CloseSessionReqInput, session_id=self.slots[r].session_id)
 
+    def abort(self, r: int) -> Any:
+        """The client aborts request slot r's current Req (`abort_request`: popped from the waiting
+        queue, or `to_finish` set on a running one, which its next batch finishes)."""
+        io = setup()["io"]
+        return _make(io.AbortReq, rid=self.slots[r].req.rid)
+
     # -- the step ---------------------------------------------------------------------------------------
     def step(self, picks: dict[str, Any]) -> None:
         """One iteration of `event_loop_normal` with the trace's choices forced."""
@@ -575,7 +582,8 @@ class RealScheduler:
 
     def _recv(self, picks: dict[str, Any]) -> tuple[list[Any], list[tuple[int, str]]]:
         """`recv_requests` as the model orders it: arrivals in slot order, then per session a close or
-        its next turn. Returns the inputs for `process_input_requests` and (slot, rid) of each."""
+        its next turn, then the client's aborts (explore's `--aborts`; the model has none). Returns
+        the inputs for `process_input_requests` and (slot, rid) of each arrival and turn."""
         cfg = self.cfg
         out: list[Any] = []
         turns: list[tuple[int, str]] = []
@@ -597,6 +605,10 @@ class RealScheduler:
                 slot.turn += 1
                 out.append(req)
                 turns.append((r, req.rid))
+        for slot in self.slots:  # aborts last: of requests that had arrived before this iteration
+            if picks.get(f"recv.abort[{slot.r}]") and slot.req is not None and not slot.aborted:
+                slot.aborted = True
+                out.append(self.abort(slot.r))
         return out, turns
 
     def _run_batch(self, batch: Any) -> Any:

@@ -13,6 +13,10 @@ Exit status: 0 every file behaves as planned; 1 some file diverged; 2 bad input 
 no adapter, release not installed, a revert that does not apply, unreadable trace, not
 replayable). Nothing is written.
 
+A trace `kvmc explore` wrote is no model trace: upstream/replay_explored.py re-runs its events
+(checker/cli/replay.py dispatches there) and reports in this module's words (`line`, `report`,
+`exit_status`: an outcome may carry `as_planned`).
+
 The scheduler module imports `setproctitle`, `fastapi` and `uvicorn`, which the memory-path imports
 of `kvmc sglang install` do not need: they go into their own folder beside the releases
 (`sched-deps-<hash>`, pinned, `--no-deps`, atomic like upstream/install.py), installed by
@@ -199,6 +203,8 @@ def replay_items(version: str, items: Sequence[tuple], root: Path | None = None,
 def line(o: dict[str, Any]) -> str:
     f = o["file"]
     st = o["status"]
+    if st == DIVERGED and o.get("field") is None:  # an explore trace: no model state to set beside SGLang's
+        return f"{f}: diverged" + (f" at step {o['step']}" if o.get("step") else "") + f": {o['message']}"
     if st == DIVERGED:
         head = f"{f}: diverged at step {o['step']}: {o['field']}: model={o['model']!r}, sglang={o['sglang']!r}"
         return head + (f" ({o['message']})" if o.get("message") else "")
@@ -207,10 +213,14 @@ def line(o: dict[str, Any]) -> str:
     return f"{f}: {st} ({o['message']})" if o.get("message") else f"{f}: {st}"
 
 
+def _as_planned(o: dict[str, Any]) -> bool:
+    return o.get("as_planned", o["status"] in (REPRODUCED, PASSED))
+
+
 def exit_status(outcomes: Sequence[dict[str, Any]]) -> int:
     if any(o["status"] in (ERROR, NOT_REPLAYABLE) for o in outcomes):
         return EXIT_USAGE
-    if any(o["status"] == DIVERGED for o in outcomes):
+    if any(o["status"] == DIVERGED or not _as_planned(o) for o in outcomes):
         return 1
     return 0
 
@@ -226,7 +236,7 @@ def report(res: dict[str, Any], steps: bool = True) -> str:
         if steps:
             out.extend("  " + t for t in o.get("table", []))
         out.extend("  " + d for d in o.get("detail", []))
-    ok = sum(o["status"] in (REPRODUCED, PASSED) for o in res["outcomes"])
+    ok = sum(_as_planned(o) for o in res["outcomes"])
     out.append(f"{ok}/{len(res['outcomes'])} behave as planned on SGLang {res['label']}"
                + (f" ({res['seconds']:.1f} s, imports {res.get('import_seconds')} s)" if res.get("import_seconds") else ""))
     return "\n".join(out)
@@ -294,3 +304,4 @@ def confirm_note(trace: Any, against: str, root: Path | None = None) -> str:
     if o["status"] == DIVERGED:
         return f"NOT confirmed on SGLang {version}: diverged at step {o['step']}: {o['field']}: model={o['model']!r}, sglang={o['sglang']!r}"
     return f"not confirmed on SGLang {version}: {o['status']}: {o['message']}"
+
