@@ -117,6 +117,9 @@ def test_the_background_proof_proves_what_the_inline_one_does(background: bool, 
     from checker.engines import induction
 
     monkeypatch.setattr(induction, "JOINT_AFTER_MS", 1_800_000)
+    # not niced: beside another test's process the niced child got a fraction of a core while the
+    # BMC went on deepening until the proof closed (12 s idle, 80 s so); the niceness is tuning too
+    monkeypatch.setattr(run, "PROOF_NICE", 0)
     rep = run.check_config(PRESETS["current"], CONFIGS["sessions"], ["conservation", "busy_check_sound"], 10)
     assert rep.proof.get("closed") is True, rep.proof
     for r in rep.results.values():

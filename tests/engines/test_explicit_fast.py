@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from checker.engines.agreement import pinned
+from checker.engines.applies import for_config
 from checker.engines.explicit import (
     Explorer,
     FastExplorer,
@@ -120,3 +121,177 @@ def test_two_shards_find_what_one_finds() -> None:
         if r.verdict is Verdict.VIOLATED:
             assert q.trace.params == r.trace.params and [s.picks for s in q.trace.steps] == [s.picks for s in r.trace.steps]
     assert any(r.verdict is Verdict.VIOLATED for r in one.results.values())
+
+
+# -- the compiled model (`FastPath`) and the points' sharing (`Shared`) --------------------------------
+FAST_INSTANCES = [
+    ("hybrid_swa_hicache", dict(input_len=(5, 6), warm_len=(2, 2), warm_device=(0, 1), warm_host=(1, 1)), "current"),
+    ("sessions", dict(full_tokens=(8, 8), input_len=(1, 1), max_new_tokens=(1, 2)), "v0.5.10.post1"),
+    ("spec_v2", dict(input_len=(3, 3), max_new_tokens=(2, 2)), "current"),
+    ("mixed", dict(input_len=(3, 4), max_new_tokens=(1, 2)), "current"),
+    # SWARadixCache: a tombstone goes with its last child, before the choice of evicting it is asked
+    # (`x.or_(forced, x.choose_bool_when(...))` must stay eager)
+    ("hybrid_swa", dict(full_tokens=(12, 12), swa_tokens=(8, 8), sliding_window_size=(1, 1), chunked_prefill_size=(4, 4),
+                        input_len=(3, 5), max_new_tokens=(2, 2)), "v0.5.10.post1"),
+    ("pressure", dict(), "current"),
+]
+
+
+@pytest.mark.parametrize("name,pins,design", FAST_INSTANCES, ids=[i[0] for i in FAST_INSTANCES])
+def test_the_compiled_model_steps_and_checks_as_the_model_does(name: str, pins: dict, design: str) -> None:
+    """The fast path (lazy where the operand it skips is pure) and the points' shared tables change
+    nothing: every state's successors, in order with their picks, and every property's answer are the
+    eager model's (`explicit_graph.successors`, the property run on a plain context), also under a
+    planted bug (its transition is not pure and runs as written)."""
+    from checker.engines.explicit import Shared
+
+    cfg = pinned(CONFIGS[name], **pins)
+    for d in (PRESETS[design], PRESETS[design].with_mutants(frozenset({"finished_tail_freed_twice"}))):
+        system = System(cfg, d)
+        shared = Shared()
+        props = [PROPERTIES[p] for p in for_config(cfg, None)]
+        for p in param_points(system)[:3]:
+            run = PointRunner(system, p, shared=shared)
+            assert run.fast is not None
+            level, seen = [run.init()], set()
+            for depth in range(3):
+                nxt = []
+                for s in level:
+                    plain = system.ctx(Concrete(), p)
+                    for prop in props:
+                        for fn in (prop.holds, prop.witness):
+                            assert run.holds(fn, s) == bool(fn(plain, s)), (prop.name, p)
+                    if depth == 2 or not run.live(s):
+                        continue
+                    fast = run.successors(s)
+                    assert fast == list(successors(system, p, s))
+                    nxt += [s2 for _, s2 in fast if s2 not in seen and not seen.add(s2)]
+                level = nxt
+
+
+def test_purity_marks_what_chooses_and_what_a_design_replaces() -> None:
+    from checker.engines.explicit import FastPath
+
+    fp = FastPath.of(())
+    for pure in (("model.radix_cache", "counters"), ("model.prefill_adder", "max_new_remaining"), ("model.enqueue", "max_new_tokens")):
+        assert pure in fp.pure, fp.why.get(pure)
+    for chooses in (("model.radix_cache", "evict"), ("model.radix_cache", "insert"), ("model.system", "recv_requests"),
+                    ("model.system", "event_loop_iteration")):
+        assert chooses not in fp.pure
+    assert "choose_bool_when" in fp.why[("model.system", "recv_requests")]
+    replaced = FastPath.of({"max_new_remaining"})
+    assert ("model.prefill_adder", "max_new_remaining") not in replaced.pure
+    assert replaced.why[("model.prefill_adder", "max_new_remaining")] == "the design replaces it"
+    assert ("model.prefill_adder", "new_adder") not in replaced.pure  # it calls the replaced one
+
+
+def test_a_skipped_pure_operand_is_neither_run_nor_its_parameters_read() -> None:
+    """`new_adder` reserves the remaining output of the running requests with an `ite` over every
+    request: eagerly it reads every request's max_new_tokens, compiled only a running one's."""
+    from checker.engines.explicit import FastPath, _ParamReads
+    from model import prefill_adder
+    from model.state import RUNNING
+
+    system = System(CONFIGS["hybrid_swa_hicache"], PRESETS["current"])
+    p = param_points(system)[0]
+    s = system.init(system.ctx(Concrete(), p))
+    fast = FastPath.of(()).fns["model.prefill_adder"]["new_adder"]
+    for status, fast_reads in (((0, 0), set()), ((RUNNING, 0), {("max_new_tokens", 0)})):
+        st = s.set(status=status)
+        reads = {}
+        for fn in (prefill_adder.new_adder, fast):
+            x = system.ctx(Concrete(), p)
+            x.p = _ParamReads(p)
+            out = fn(x, st)
+            reads[fn] = ({n for n, _ in x.p.reads() if not isinstance(n, str)}, out)
+        assert reads[prefill_adder.new_adder][0] == {("max_new_tokens", 0), ("max_new_tokens", 1)}
+        assert reads[fast][0] == fast_reads and reads[fast][1] == reads[prefill_adder.new_adder][1]
+
+
+def test_param_reads_record_entries_and_whole_reads() -> None:
+    from checker.engines.explicit import _ParamReads
+
+    system = System(CONFIGS["hybrid_swa_hicache"], PRESETS["current"])
+    p = param_points(system)[0]
+    r = _ParamReads(p)
+    assert r.sliding_window_size == p.sliding_window_size and r.max_new_tokens[1] == p.max_new_tokens[1]
+    assert dict(r.reads()) == {"sliding_window_size": p.sliding_window_size, ("max_new_tokens", 1): p.max_new_tokens[1]}
+    assert list(r.input_len) == list(p.input_len)  # a whole tuple's use reads every entry
+    assert ("input_len", 0) in dict(r.reads()) and ("input_len", 1) in dict(r.reads())
+    r.reset()
+    assert r.reads() == ()
+    r.as_dict()  # not a field: counts as reading everything
+    assert len(r.reads()) >= len(p.as_dict())
+
+
+def test_points_share_trees_and_answers_and_find_what_the_graph_engine_finds() -> None:
+    cfg = pinned(CONFIGS["hybrid_swa_hicache"], input_len=(5, 5), warm_len=(2, 2), warm_device=(0, 0), warm_host=(1, 1))
+    system = System(cfg, PRESETS["current"])
+    pts = param_points(system)
+    assert len(pts) > 1
+    shard = FastExplorer(system, None, pts).search(3)
+    old = Explorer(system, None, pts).run(3)
+    assert shard.shared_hits > 0
+    assert shard.distinct_states == old.distinct_states and shard.transitions == old.transitions
+
+
+SYNTHETIC = '''
+from model.transition import transition
+
+
+@transition("synthetic::pick", modifies=())
+def fastpath_probe_pick(x, s):
+    return x.choose_bool("c")
+
+
+def read(x, s):
+    return s > 0
+
+
+def chooses_in_operand(x, s):
+    return x.or_(s > 5, fastpath_probe_pick(x, s))
+
+
+def reads_in_operand(x, s):
+    return x.or_(s > 5, read(x, s))
+
+
+def ite_of_closure(x, s):
+    def later():
+        return x.choose_bool("d")
+    return x.ite(s > 5, 1, x.ite(later(), 2, 3))
+
+
+def plain_branch(x, s):
+    return x.branch(s > 5, lambda: "big", lambda: "small")
+'''
+
+
+def test_an_operand_that_chooses_stays_eager_and_one_that_reads_becomes_lazy(tmp_path, monkeypatch) -> None:
+    """The rewrite on a module of its own: an `or_` whose skipped operand asks a choice (through a
+    transition, or a closure) keeps asking it, as the eager model does; one that only reads is lazy."""
+    import sys
+
+    from checker.engines.explicit import FastPath
+    from model.transition import REGISTRY
+
+    (tmp_path / "fastpath_probe.py").write_text(SYNTHETIC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(REGISTRY, "fastpath_probe_pick", raising=False)
+    try:
+        fp = FastPath(frozenset(), ("fastpath_probe",))
+        fns = fp.fns["fastpath_probe"]
+        assert ("fastpath_probe", "read") in fp.pure and ("fastpath_probe", "fastpath_probe_pick") not in fp.pure
+        system = System(CONFIGS["small"], PRESETS["current"])
+        p = param_points(system)[0]
+        for name, asked in (("chooses_in_operand", {"c"}), ("reads_in_operand", set()), ("ite_of_closure", {"d"})):
+            x = system.ctx(Concrete(), p)
+            fns[name](x, 10)
+            assert set(x.ops.picks) == asked, name
+            y = system.ctx(Concrete(), p)
+            getattr(sys.modules["fastpath_probe"], name)(y, 10)  # the eager model asks the same
+            assert set(y.ops.picks) == asked
+        assert fns["plain_branch"](system.ctx(Concrete(), p), 10) == "big"
+    finally:
+        REGISTRY.pop("fastpath_probe_pick", None)
+        sys.modules.pop("fastpath_probe", None)
