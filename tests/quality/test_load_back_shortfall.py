@@ -46,15 +46,43 @@ def _count_shortfalls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return seen
 
 
+SHORTFALL_PROPS = ["no_prefill_oom", "no_decode_oom", "conservation", "busy_check_sound", "well_formed", "residency",
+                   "lock_ledger", "idle_check_sound", "recompute_only_when_short"]
+
+
+@pytest.fixture(scope="module")
+def shortfall_search() -> tuple[dict[str, Any], dict[str, int], int]:
+    """One search of the shortfall slice on the model to depth 6 (every state by depth 4) with every
+    property, the load-backs counted as they run: the results, the shortfall counts and how many
+    load-backs gave up. Three tests below read it (one search instead of three)."""
+    mp = pytest.MonkeyPatch()
+    try:
+        seen = _count_shortfalls(mp)
+        gave_up = _count_give_ups(mp)
+        cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
+        r = Explorer(System(cfg, PRESETS["current"]), SHORTFALL_PROPS).run(6).results
+    finally:
+        mp.undo()
+    return r, seen, gave_up["n"]
+
+
+def _count_give_ups(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    gave_up = dict(n=0)
+    real = hicache.ghost_needless_recompute
+
+    def spy(x: Any, s: Any, full_need: Any, swa_need: Any, fits: Any, locks: tuple) -> Any:
+        gave_up["n"] += int(not fits)
+        return real(x, s, full_need, swa_need, fits, locks)
+
+    monkeypatch.setattr(hicache, "ghost_needless_recompute", spy)
+    return gave_up
+
+
 def test_hicache_evict_reaches_a_load_back_that_must_evict_and_every_property_holds_there(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _count_shortfalls(monkeypatch)
-    props = ["no_prefill_oom", "no_decode_oom", "conservation", "busy_check_sound", "well_formed", "residency",
-             "lock_ledger", "idle_check_sound"]
-    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
-    r = Explorer(System(cfg, PRESETS["current"]), props).run(6).results  # every state by depth 4
+        shortfall_search: tuple[dict[str, Any], dict[str, int], int]) -> None:
+    r, seen, _ = shortfall_search
     assert seen["calls"] > 0 and seen["full"] > 0 and seen["swa"] > 0, seen
-    for p in props:
+    for p in SHORTFALL_PROPS:
         assert r[p].verdict is Verdict.HOLDS_TO_DEPTH, (p, r[p].words())
 
 
@@ -97,28 +125,22 @@ def test_recompute_only_when_short_kills_the_exact_swa_fit_refusal() -> None:
     assert tr.states[-1].needless_recompute and not any(s.needless_recompute for s in tr.states[:-1])
 
 
-def test_recompute_only_when_short_holds_on_the_model_and_is_exercised() -> None:
-    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
-    r = Explorer(System(cfg, PRESETS["current"]), ["recompute_only_when_short"]).run(6).results["recompute_only_when_short"]
+def test_recompute_only_when_short_holds_on_the_model_and_is_exercised(
+        shortfall_search: tuple[dict[str, Any], dict[str, int], int]) -> None:
+    r = shortfall_search[0]["recompute_only_when_short"]
     assert r.verdict is Verdict.HOLDS_TO_DEPTH and r.witness_depth is not None, r.words()
 
 
-def test_no_load_back_gives_up_on_hicache_evict_with_or_without_the_swap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Why the swap survives the new property: the load-backs it changes still fit."""
-    gave_up = dict(model=0, swap=0)
-    real = hicache.ghost_needless_recompute
-    which = ["model"]
-
-    def spy(x: Any, s: Any, full_need: Any, swa_need: Any, fits: Any, locks: tuple) -> Any:
-        gave_up[which[0]] += int(not fits)
-        return real(x, s, full_need, swa_need, fits, locks)
-
-    monkeypatch.setattr(hicache, "ghost_needless_recompute", spy)
+def test_no_load_back_gives_up_on_hicache_evict_with_or_without_the_swap(
+        shortfall_search: tuple[dict[str, Any], dict[str, int], int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why the swap survives the new property: the load-backs it changes still fit (the model's
+    search counted its load-backs; the swap's search here, to depth 5)."""
+    seen, model_gave_up = shortfall_search[1], shortfall_search[2]
+    assert seen["calls"] > 0, seen  # the model's search ran load-backs at all
+    gave_up = _count_give_ups(monkeypatch)
     [m] = [m for m in generate(transition="init_load_back", ops=("swap",)) if m.before.startswith("radix_cache.evict(")]
-    cfg = pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS)
-    for which[0], design in (("model", PRESETS["current"]), ("swap", design_for(m))):
-        Explorer(System(cfg, design), ["conservation"]).run(5)
-    assert gave_up == dict(model=0, swap=0), gave_up
+    Explorer(System(pinned(CONFIGS["hicache_evict"], **SHORTFALL_POINTS), design_for(m)), ["conservation"]).run(5)
+    assert dict(model=model_gave_up, swap=gave_up["n"]) == dict(model=0, swap=0)
 
 
 def test_a_hicache_only_property_is_not_checked_on_a_config_without_hicache() -> None:
