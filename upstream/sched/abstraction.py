@@ -396,6 +396,27 @@ def slot_holds_kv(slot: Any) -> bool:
     return bool(slot.kv.holds_kv)
 
 
+def committed_len(h: Any, sl: Any) -> int:
+    """The KV request slot `sl`'s current Req committed (`kv_committed_len`). A streaming turn that
+    finished and was saved hands its record to its session slot: 0.5.23's (where kvmc met it)
+    StreamingSession.try_cache_finished_req calls `req.detach_kv()`, which leaves the Req a fresh empty
+    ReqKvInfo (kv_committed_len 0), and sets the slot's committed length to
+    min(|input| + finished_len, kv_allocated_len). The turn's KV is then the slot's record, read
+    there: the model keeps C on the finished request, as SGLang does for every other one
+    (`mark_kv_released` keeps kv_committed_len)."""
+    req = sl.req
+    if req is None:
+        return 0
+    if sl.r in h.cfg.streaming_sessions and req.finished() and _turn_saved(h, sl.r):
+        slot = _sessions(h).get(sl.session_id)
+        kv, rec = getattr(req, "kv", None), getattr(slot, "kv", None)
+        # the record moved to the slot; where the slot and the Req still share one (`rec is kv`) or
+        # the Req still holds its row, the Req's own numbers are the turn's
+        if rec is not None and kv is not None and rec is not kv and slot_holds_kv(slot) and not kv.holds_kv:
+            return int(rec.kv_committed_len)
+    return req_len(req, "kv_committed_len")
+
+
 def failed_rows(h: Any) -> list[int]:
     """Rows `alloc_for_extend` took for the fresh requests of a batch whose KV allocation then
     failed (SGLang takes the rows first and dies holding them; the model's allocation fails as a
@@ -558,7 +579,7 @@ def to_state(h: Any) -> State:
                                for sl in h.slots),
         output_len=tuple(0 if sl.req is None else len(sl.req.output_ids) for sl in h.slots),
         kv_allocated_len=tuple(req_field(sl, "kv_allocated_len") for sl in h.slots),
-        kv_committed_len=tuple(req_field(sl, "kv_committed_len") for sl in h.slots),
+        kv_committed_len=tuple(committed_len(h, sl) for sl in h.slots),  # a saved streaming turn's is its slot's
         # P is the tree prefix the request locks: none while it waits (0.5.10.post1's reset_for_retract
         # leaves the old value behind; add_one_req sets it again at admission)
         cache_protected_len=tuple(0 if st in (NEW, WAITING) and not admitted(sl) else req_field(sl, "cache_protected_len")

@@ -161,7 +161,7 @@ def violated(h: Any, prop: str, led: Any) -> bool:
 
 
 def _prefill_cut_short(h: Any, sl: Any) -> bool:
-    from .abstraction import req_len, status
+    from .abstraction import committed_len, status
 
     req = sl.req
     if req is None:
@@ -170,7 +170,7 @@ def _prefill_cut_short(h: Any, sl: Any) -> bool:
     lb = h.last_batch
     just_done = (st == FINISHED and lb is not None and lb.forward_mode.is_extend() and any(q is req for q in lb.reqs))
     fill = len(req.origin_input_ids) + len(req.output_ids)
-    return (st == RUNNING or just_done) and req_len(req, "kv_committed_len") != fill - 1
+    return (st == RUNNING or just_done) and committed_len(h, sl) != fill - 1
 
 
 def _model_ctx(trace: Any) -> Any:

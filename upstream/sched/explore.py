@@ -289,12 +289,13 @@ def _cut_short(h: Any) -> list[Any]:
     (driver.py::_prefill_cut_short) whose committed KV is short of its fill minus one. A committed
     length above it is no cut prompt: a finished streaming turn's output is trimmed
     (StreamingSession._trim_overshoot, 0.5.11+) while its KV stays, which the replay's `observable`
-    maps away too."""
-    from .abstraction import req_len
+    maps away too. A saved streaming turn's committed KV is its session slot's record
+    (abstraction.py::committed_len)."""
+    from .abstraction import committed_len
     from .driver import _prefill_cut_short
 
     return [sl for sl in h.slots if _prefill_cut_short(h, sl)
-            and req_len(sl.req, "kv_committed_len") < len(sl.req.origin_input_ids) + len(sl.req.output_ids) - 1]
+            and committed_len(h, sl) < len(sl.req.origin_input_ids) + len(sl.req.output_ids) - 1]
 
 
 def _evidence(h: Any, prop: str, led: Any) -> str:
@@ -303,11 +304,11 @@ def _evidence(h: Any, prop: str, led: Any) -> str:
     if prop.startswith("busy_check"):
         return f"SGLang's busy check {h.busy.verdict()}; ledger on SGLang's objects: {led.describe()}"
     if prop == "prompt_prefilled":
-        from .abstraction import req_len
+        from .abstraction import committed_len
 
         cut = _cut_short(h)
         return "a request past its prefill did not compute its whole prompt: " + "; ".join(
-            f"request {sl.r} kv_committed_len {req_len(sl.req, 'kv_committed_len')}, prompt + output "
+            f"request {sl.r} kv_committed_len {committed_len(h, sl)}, prompt + output "
             f"{len(sl.req.origin_input_ids) + len(sl.req.output_ids)} (expected one less)" for sl in cut)
     return f"ledger on SGLang's objects: {led.describe()}"
 
