@@ -20,9 +20,14 @@ under --out as
                           the events, asserts the failure (exit 0 when it reproduces)
 
 Verdicts are `violated` (with the counterexample) or `no violation in N walks of depth D, seeds
-A..B` - a search of some executions, never a proof. Exit status: 0 no violation, 1 a violation,
-2 bad input (one line, nothing written), 4 kvmc could not drive the release (an internal error,
-never a finding), 130 / 143 interrupted (the workers are ended; what was established is printed).
+A..B` - a search of some executions, never a proof. `--search bfs` (upstream/sched/bfs.py) searches
+the parameter point of --seed breadth-first instead, every event choice per iteration, states
+deduplicated through the abstraction: `violated` with the shortest counterexample (unshrunk),
+`holds to depth k on the explored abstract states`, or `unknown (partial)` where --max-states or
+the budget stopped it (exit 3); --jobs forks shards of each depth's successors in its one worker.
+Exit status: 0 no violation, 1 a violation, 2 bad input (one line, nothing written), 3 a search
+stopped short (bfs), 4 kvmc could not drive the release (an internal error, never a finding),
+130 / 143 interrupted (the workers are ended; what was established is printed).
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ from .errors import EXIT_USAGE, UpstreamUsageError
 REPO = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_VIOLATION, EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 4, 130, 143
 DEFAULT_OUT = "kvmc-out/explore"
+EXIT_UNKNOWN = 3  # --search bfs stopped at its state cap or budget: no verdict (as review's inconclusive)
+SEARCHES = ("walks", "bfs")
+DEFAULT_WALKS, DEFAULT_DEPTH, DEFAULT_BFS_DEPTH, DEFAULT_MAX_STATES = 2000, 16, 8, 20000
 
 
 def add_parser(sub: Any) -> None:
@@ -57,10 +65,20 @@ def add_parser(sub: Any) -> None:
                             "uncommitted changes included, or CHECKOUT@REF / @REF (a commit of a git checkout, "
                             "written to a temporary folder); its version is read from the tree (upstream/source.py)")
     pe.add_argument("--config", required=True, metavar="NAME", help="a config of `kvmc list` (its bounds bound the walks)")
-    pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0)")
-    pe.add_argument("--walks", type=int, default=2000, help="walks, seeds S .. S+N-1 (default 2000)")
-    pe.add_argument("--depth", type=int, default=16, help="scheduler iterations per walk (default 16)")
-    pe.add_argument("--jobs", type=int, default=1, help="worker processes (default 1; each imports SGLang once)")
+    pe.add_argument("--search", choices=SEARCHES, default="walks",
+                    help="walks: seeded random walks (default); bfs: breadth-first from the parameter point of --seed, "
+                         "every event choice per iteration, states deduplicated through the abstraction "
+                         "(upstream/sched/bfs.py)")
+    pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0); with --search bfs, the seed whose "
+                                                        "parameter point is searched")
+    pe.add_argument("--walks", type=int, default=None, help=f"walks, seeds S .. S+N-1 (default {DEFAULT_WALKS}; not with --search bfs)")
+    pe.add_argument("--depth", type=int, default=None,
+                    help=f"scheduler iterations per walk (default {DEFAULT_DEPTH}), or the search's depth bound "
+                         f"(default {DEFAULT_BFS_DEPTH} with --search bfs)")
+    pe.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES, metavar="N",
+                    help=f"with --search bfs: stop after N distinct states, verdict unknown (default {DEFAULT_MAX_STATES})")
+    pe.add_argument("--jobs", type=int, default=1, help="worker processes (default 1; each imports SGLang once); with "
+                                                        "--search bfs, forked shards of each depth's successors")
     pe.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
                     help="stop starting walks after this long, SGLang's import included (default 300)")
     pe.add_argument("--property", action="append", default=[], metavar="NAME", help="default: every explored property")
@@ -107,8 +125,20 @@ def check_search(args: Any) -> None:
     """The walk options (explore's and `kvmc review --sglang-base/--sglang-head`'s)."""
     from .sched.explore import PROPS
 
+    bfs = getattr(args, "search", "walks") == "bfs"
+    if bfs and args.walks is not None:
+        raise UpstreamUsageError(f"--walks {args.walks} with --search bfs: the search explores the parameter point of "
+                                 "--seed alone (one search per seed)")
+    if bfs and getattr(args, "compare_model", False):
+        raise UpstreamUsageError("--compare-model with --search bfs: the model beside SGLang runs on walks only (drop one)")
+    if args.walks is None:
+        args.walks = 1 if bfs else DEFAULT_WALKS
+    if args.depth is None:
+        args.depth = DEFAULT_BFS_DEPTH if bfs else DEFAULT_DEPTH
+    if getattr(args, "max_states", None) is None:
+        args.max_states = DEFAULT_MAX_STATES
     for name, v in (("--walks", args.walks), ("--depth", args.depth), ("--jobs", args.jobs),
-                    ("--progress-bound", args.progress_bound)):
+                    ("--progress-bound", args.progress_bound), ("--max-states", args.max_states)):
         if v < 1:
             raise UpstreamUsageError(f"{name} {v}: expected a positive integer")
     if not args.budget > 0 or not args.shrink_seconds > 0:
@@ -171,13 +201,16 @@ class _Workers:
         seeds = list(range(args.seed, args.seed + args.walks))
         self.procs: list[subprocess.Popen] = []
         self.sel = selectors.DefaultSelector()
-        for j in range(min(args.jobs, len(seeds))):
+        bfs = getattr(args, "search", "walks") == "bfs"
+        for j in range(1 if bfs else min(args.jobs, len(seeds))):  # a search forks its own shards
             job = {"version": t.release, "source": t.source, "config": plan["cfg"].name, "preset": plan["preset"],
                    "seeds": seeds[j::args.jobs], "depth": args.depth, "props": plan["props"], "deadline": deadline,
                    "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds,
                    "reverts": list(getattr(args, "revert", [])),
                    "progress_bound": args.progress_bound, "compare_model": bool(getattr(args, "compare_model", False)),
                    "aborts": bool(getattr(args, "aborts", False))}
+            if bfs:
+                job.update(search="bfs", max_states=args.max_states, bfs_jobs=args.jobs)
             p = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
                                  start_new_session=True)
@@ -244,6 +277,8 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                            "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
                            "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None,
                            "aborts": bool(getattr(args, "aborts", False)), "aborted": [0, 0],
+                           "search": getattr(args, "search", "walks"), "bfs": None, "bfs_levels": [],
+                           "max_states": getattr(args, "max_states", None),
                            "compare": ({"checked": 0, "unmapped": 0, "too_many": 0, "renamed": 0, "departed_walks": 0, "first": None}
                                        if getattr(args, "compare_model", False) else None)}
     w = _Workers(plan, args, deadline)
@@ -251,7 +286,7 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
     old_term = signal.signal(signal.SIGTERM, _raise_term) if not handled else None
     try:
         while w.open:
-            if len(res["found"]) == len(plan["props"]):
+            if len(res["found"]) == len(plan["props"]) and res["search"] != "bfs":  # a search ends with its summary
                 break
             for p, ev in w.events(1.0):
                 if ev is None:
@@ -272,11 +307,26 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                         res["aborted"][i] += n
                     if ev.get("compare") is not None and res["compare"] is not None:
                         _add_compare(res["compare"], ev["seed"], ev["compare"])
+                elif kind == "bfs_level":
+                    res["bfs_levels"].append(ev)
+                    if say:
+                        say(f"kvmc explore: depth {ev['depth']}: {ev['successors']} successors, {ev['new']} new states, "
+                            f"{ev['duplicates']} merged, {ev['states']} distinct so far ({ev['seconds']} s)")
+                elif kind == "bfs":
+                    res["bfs"] = ev
+                    res["walks"] = ev["successors"]
+                    res["steps"] = ev["iterations"]
+                    res["sglang_seconds"] = ev["sglang_seconds"]
+                    res["walk_seconds"] = ev["seconds"]
+                    res["walked_seeds"] = [ev["seed"]]
                 elif kind == "found":
                     ev["found_after_s"] = round(time.time() - t0 - ev.get("shrink_seconds", 0), 2)
                     ev["walks_before"] = res["walks"]
                     res["found"].setdefault(ev["property"], ev)
-                    if say:
+                    if say and ev.get("search") == "bfs":
+                        say(f"kvmc explore: {ev['property']} violated at depth {ev['found_at_depth']} (breadth-first: "
+                            "the shortest counterexample)")
+                    elif say:
                         say(f"kvmc explore: {ev['property']} violated (walk seed {ev['seed']}, after {res['walks']} walks); shrunk to "
                             f"{len(ev['steps'])} iterations")
                 elif kind == "error":
@@ -358,6 +408,8 @@ def _seeds_line(res: dict[str, Any]) -> str:
 
 
 def verdict_lines(res: dict[str, Any]) -> list[str]:
+    if res.get("search") == "bfs":
+        return bfs_verdict_lines(res)
     out = []
     for prop in res["props"]:
         f = res["found"].get(prop)
@@ -366,6 +418,52 @@ def verdict_lines(res: dict[str, Any]) -> list[str]:
                        f"from {f['original_steps']}; walk seed {f['seed']}, found after {f['found_after_s']} s)")
         else:
             out.append(f"{prop:24s} no violation in {res['walks']} walks of depth {res['depth']}, {_seeds_line(res)}")
+    return out
+
+
+def bfs_outcome(res: dict[str, Any]) -> str:
+    """`holds` (to the depth, on the explored abstract states), `unknown` (the cap or the budget
+    stopped the search: partial) or `none` (the search did not run)."""
+    b = res.get("bfs")
+    if b is None:
+        return "none"
+    return "unknown" if b["capped"] or b["timed_out"] else "holds"
+
+
+def bfs_verdict_lines(res: dict[str, Any]) -> list[str]:
+    """--search bfs: per property violated (the shortest counterexample), holds to depth k on the
+    explored abstract states, or unknown (partial) where the cap or the budget stopped it."""
+    b = res.get("bfs")
+    out = []
+    for prop in res["props"]:
+        f = res["found"].get(prop)
+        if f is not None:
+            out.append(f"{prop:24s} violated: {f['evidence'][:160]} (shortest counterexample: {len(f['steps'])} "
+                       f"iterations, breadth-first from the parameter point of seed {f['seed']}; found after "
+                       f"{f['found_after_s']} s)")
+        elif b is None:
+            out.append(f"{prop:24s} unknown: the search did not run")
+        elif bfs_outcome(res) == "unknown":
+            why = f"the state cap {res['max_states']} was hit" if b["capped"] else "the budget ran out"
+            out.append(f"{prop:24s} unknown (partial): {why} at depth {b['complete_depth'] + 1}; no violation in the "
+                       f"{b['states']} distinct states explored, every depth up to {b['complete_depth']} complete")
+        else:
+            closed = (f"; the search closed at depth {b['closed_at']} (no new state)" if b["closed_at"] is not None else "")
+            out.append(f"{prop:24s} holds to depth {b['complete_depth']} on the explored abstract states ({b['states']} "
+                       f"distinct, {b['abstract_states']} model states, {b['unmapped']} not mappable and never merged; "
+                       f"parameter point of seed {b['seed']}{closed}): a bounded search, not a proof")
+    if b is not None and b.get("replay_mismatches"):
+        out.append(f"{'search':24s} WARNING: {b['replay_mismatches']} re-runs of a state's event prefix reached another "
+                   "key than when the state was found (SGLang's run is not reproducible there: the dedup is unsound)")
+    return out
+
+
+def bfs_levels_lines(res: dict[str, Any]) -> list[str]:
+    out = []
+    for lv in res.get("bfs_levels", []):
+        out.append(f"  depth {lv['depth']:2d}: {lv['successors']:6d} successors, {lv['new']:6d} new states "
+                   f"({lv['terminal']} terminal), {lv['duplicates']:6d} merged, {lv['states']:6d} distinct "
+                   f"({lv['abstract_states']} model states), {lv['seconds']} s")
     return out
 
 
@@ -383,6 +481,7 @@ def write_outputs(res: dict[str, Any], plan: dict[str, Any], args: Any) -> dict[
                 "explore": {"seed": f["seed"], "depth": args.depth, "reverted": res["reverted"], "evidence": f["evidence"],
                             "unmapped_states": unmapped, "progress_bound": int(res["progress_bound"]),
                             "aborts": bool(getattr(args, "aborts", False)), "aborted": [0, 0],
+                            "search": res.get("search", "walks"),
                             "target": _recorded_target(plan["target"]),
                             "note": "the events are kvmc's; every other choice was SGLang's own (no choice forced). "
                                     "States are SGLang's objects mapped onto the model's variables where they map "
@@ -430,8 +529,10 @@ def step_table(f: dict[str, Any], plan: dict[str, Any], res: dict[str, Any]) -> 
             + f", config {plan['cfg'].name}",
             f"  {f['evidence']}",
             f"  parameters: " + ", ".join(f"{k}={v}" for k, v in f["params"].items() if v not in ([], ())),
-            f"  walk seed {f['seed']}, {f['original_steps']} iterations shrunk to {len(f['steps'])} "
-            f"({f.get('shrink_tried', 0)} candidates re-run)"]
+            (f"  breadth-first from the parameter point of seed {f['seed']}: the shortest counterexample, "
+             f"{len(f['steps'])} iterations (unshrunk)" if f.get("search") == "bfs" else
+             f"  walk seed {f['seed']}, {f['original_steps']} iterations shrunk to {len(f['steps'])} "
+             f"({f.get('shrink_tried', 0)} candidates re-run)")]
     return "\n".join(head + ["  " + t for t in f["table"]])
 
 
@@ -595,7 +696,21 @@ def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
                  f"{res['seconds']} s ({res['jobs']} job{'s' if res['jobs'] > 1 else ''}; SGLang's import "
                  f"{max(res['import_seconds'] or [0])} s; {_rate(res)} iterations/s walking, "
                  f"{res['sglang_seconds']} s of it inside SGLang's scheduler)")
+    if res.get("search") == "bfs":
+        b = res.get("bfs") or {}
+        plan_line = (f"kvmc explore --search bfs: {res['label']}"
+                     + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
+                     + f", config {res['config']}" + (", with aborts" if res.get("aborts") else "")
+                     + f" (model preset {res['preset']}), parameter point of seed {res['seeds'][0]}"
+                     + (f" ({', '.join(f'{k}={v}' for k, v in b['params'].items() if v not in ([], ()))})" if b else "")
+                     + f", depth bound {res['depth']}, state cap {res['max_states']}: {b.get('states', 0)} distinct states, "
+                     f"{res['walks']} successors re-run ({res['steps']} SGLang iterations) in {res['seconds']} s "
+                     f"({res['jobs']} job{'s' if res['jobs'] > 1 else ''}; SGLang's import "
+                     f"{max(res['import_seconds'] or [0])} s; "
+                     + (f"{b['states'] / b['seconds']:.0f} states/s" if b.get("seconds") else "- states/s") + ")")
     out = [plan_line]
+    if res.get("search") == "bfs":
+        out += bfs_levels_lines(res)
     if res["interrupted"]:
         out.append(f"INTERRUPTED by {res['interrupted']}: what follows is what was established before")
     out += verdict_lines(res)
@@ -645,4 +760,8 @@ def _explore(args: Any, plan: dict[str, Any]) -> int:
             print(f"kvmc: internal error: {e['message']}", file=sys.stderr)
         return EXIT_INTERNAL
     departs = res["compare"] is not None and res["compare"]["first"] is not None
-    return EXIT_VIOLATION if res["found"] or departs else EXIT_OK
+    if res["found"] or departs:
+        return EXIT_VIOLATION
+    if res.get("search") == "bfs" and bfs_outcome(res) != "holds":
+        return EXIT_UNKNOWN
+    return EXIT_OK

@@ -6,7 +6,10 @@ upstream/explore.py).
 `python -m upstream.sched.explore` reads one JSON job on stdin: {"version" (the release, or the
 release a source tree maps to: its revert texts), "source" (a source tree's folder, or null), "config", "preset",
 "seeds": [...], "depth", "props": [...], "deadline" (epoch seconds), "shrink", "progress_bound",
-"compare_model" (upstream/sched/compare.py: the model's step beside each iteration), "aborts"},
+"compare_model" (upstream/sched/compare.py: the model's step beside each iteration), "aborts",
+and for `--search bfs` "search": "bfs", "max_states", "bfs_jobs": upstream/sched/bfs.py on the first
+seed's parameter point, emitting {"kind": "bfs_level", ...} per depth, the `found` events unshrunk
+and {"kind": "bfs", ...} (the search's summary) before `done`},
 and prints one JSON line per event on stdout: {"kind": "ready", "import_seconds"}, {"kind": "walk",
 "seed", "steps", "seconds", "sglang_seconds", "compare" (with compare_model)}, {"kind": "found", ...} (the shrunk counterexample),
 {"kind": "error", ...} (kvmc could not drive the release: never a finding), {"kind": "done"}.
@@ -549,6 +552,10 @@ def main() -> int:
     cfg, design = CONFIGS[job["config"]], PRESETS[job["preset"]]
     active = [p for p in PROPS if p in job["props"]]
     bound = int(job.get("progress_bound", PROGRESS_BOUND))
+    if job.get("search") == "bfs":  # breadth-first from one parameter point (upstream/sched/bfs.py)
+        _bfs_job(job, cfg, design, active, bound)
+        _emit({"kind": "done"})
+        return 0
     for seed in job["seeds"]:
         if time.time() >= job["deadline"] or not active:
             break
@@ -578,6 +585,34 @@ def main() -> int:
         active.remove(found["property"])  # one counterexample per property; the walks go on for the others
     _emit({"kind": "done"})
     return 0
+
+
+def _bfs_job(job: dict[str, Any], cfg: Any, design: Any, active: list[str], bound: int) -> None:
+    """`--search bfs`: the parameter point of the job's one seed, searched breadth-first; each
+    property's first (shortest) counterexample re-run on a fresh scheduler and reported as a walk's
+    is (`found`, unshrunk), then the search's summary (`bfs`)."""
+    from . import bfs, harness
+
+    seed = job["seeds"][0]
+    try:
+        params = draw_params(cfg, design, random.Random(seed))
+        res = bfs.search(cfg, params, active, bound, design, int(job["depth"]), int(job["max_states"]),
+                         float(job["deadline"]), aborts=bool(job.get("aborts")), jobs=int(job.get("bfs_jobs", 1)),
+                         emit=_emit, ex=sys.modules[__name__])
+    except (ExploreError, harness.HarnessError, harness.NotReplayable) as e:
+        _emit({"kind": "error", "seed": seed, "message": str(e)})
+        return
+    except Exception as e:  # noqa: BLE001 - kvmc's own failure: an error, never a finding
+        _emit({"kind": "error", "seed": seed, "message": f"kvmc internal error: {type(e).__name__}: {e}\n"
+               + traceback.format_exc(limit=12)})
+        return
+    for prop, (steps, evidence, depth) in sorted(res.pop("found").items(), key=lambda kv: PROPS.index(kv[0])):
+        r = Run()
+        r.steps, r.violation = steps, (prop, evidence)
+        f = _found(dict(job, shrink=False), cfg, design, seed, params, r, (active, bound, design))
+        f["search"], f["found_at_depth"] = "bfs", depth
+        _emit(f)
+    _emit({"kind": "bfs", "seed": seed, "params": params.as_dict(), **res})
 
 
 def _found(job: dict[str, Any], cfg: Any, design: Any, seed: int, params: Any, r: Run, oracle_args: tuple) -> dict[str, Any]:
