@@ -403,18 +403,33 @@ def committed_len(h: Any, sl: Any) -> int:
     ReqKvInfo (kv_committed_len 0), and sets the slot's committed length to
     min(|input| + finished_len, kv_allocated_len). The turn's KV is then the slot's record, read
     there: the model keeps C on the finished request, as SGLang does for every other one
-    (`mark_kv_released` keeps kv_committed_len)."""
+    (`mark_kv_released` keeps kv_committed_len).
+
+    A turn retracted twice lost its session at its second save (`Session.finish_req` meets the Req
+    itself in req_nodes: `req.session = None`); re-prefilled, it runs and releases through the tree
+    like any request, on a record of its own, while the slot keeps the stale record of that second
+    save. Its KV is then its Req's record, not the slot's: the slot's is read only where the Req's is
+    the fresh empty one detach_kv left (a record released through the tree keeps its committed and
+    protected lengths). A turn retracted once detaches at its finish's save, after detach_kv: that
+    record is the slot's."""
     req = sl.req
     if req is None:
         return 0
     if sl.r in h.cfg.streaming_sessions and req.finished() and _turn_saved(h, sl.r):
         slot = _sessions(h).get(sl.session_id)
         kv, rec = getattr(req, "kv", None), getattr(slot, "kv", None)
-        # the record moved to the slot; where the slot and the Req still share one (`rec is kv`) or
-        # the Req still holds its row, the Req's own numbers are the turn's
-        if rec is not None and kv is not None and rec is not kv and slot_holds_kv(slot) and not kv.holds_kv:
+        # the record moved to the slot; where the slot and the Req still share one (`rec is kv`), the
+        # Req still holds its row, or the Req released a record of its own, the Req's numbers are the turn's
+        if (rec is not None and kv is not None and rec is not kv and slot_holds_kv(slot) and not kv.holds_kv
+                and _handed_over(kv)):
             return int(rec.kv_committed_len)
     return req_len(req, "kv_committed_len")
+
+
+def _handed_over(kv: Any) -> bool:
+    """The Req's record is the fresh empty ReqKvInfo `Req.detach_kv` leaves: nothing committed or
+    protected (a finished Req that released its own record through the tree keeps both)."""
+    return int(kv.kv_committed_len) == 0 and int(kv.cache_protected_len) == 0
 
 
 def failed_rows(h: Any) -> list[int]:
