@@ -106,7 +106,9 @@ GHOST_FIELDS = frozenset({"needless_retract", "needless_recompute"})
 
 
 @dataclass(frozen=True, slots=True)
-class State:
+class _StateFields:
+    """`State`'s fields and methods (the frozen dataclass); `State` adds only its remembered hash."""
+
     full_available: Any
     swa_available: Any
     req_pool_available: Any
@@ -206,6 +208,24 @@ class State:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class State(_StateFields):
+    """The state (fields: `_StateFields`). Its hash is the dataclass's, the hash of the tuple of its
+    fields, computed once per object: the explicit engines hash a state at every dict lookup (visited
+    sets, memo keys holding it), and a state is immutable, so its hash never changes. Equality,
+    `fields`, `replace` and pickling are the dataclass's (the remembered hash is not pickled: a hash of
+    a str differs between processes)."""
+
+    __slots__ = ("_hash",)
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            h = hash(_ALL_FIELDS(self))
+            object.__setattr__(self, "_hash", h)
+            return h
 
 
 FIELD_NAMES = tuple(f.name for f in fields(State))

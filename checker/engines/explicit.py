@@ -33,13 +33,22 @@ counterexamples, minimisation order and traces; what differs is how it is kept a
   state over all points) so those tables are keyed by identity. On hybrid_swa_hicache's 220
   explicit points at depth 3 the 12880 (point, state) nodes are 3634 distinct states; the points
   differ mostly in `max_new_tokens`, which the prefill adder reads as soon as a request is admitted.
+  Keeping such a read by the outcomes of the comparisons that use it (concolic, instead of its value)
+  was measured and does not pay here: the 3292 trees of those states stay 3292, because the step
+  compares max_new_tokens in {1, 2, 3} against both 2 and 3 (the finish test at output lengths 1 and
+  2, the adder's reservation), so every value takes a path of its own; the symbolic arithmetic made
+  the search 1.8x slower.
 * **The model compiled for plain values** (`FastPath`, the comment above it). The model is written
   once against `Ops` so z3 can read it: both sides of an `ite` and every operand of an `and_` are
   evaluated, a `branch` takes closures. The fast path compiles the model's own functions again from
   their source with the concrete meaning of those ops inline, lazy where the operand skipped is pure
   (reads, never chooses or assumes: a fixed point over the calls; a transition the design replaces
   is never pure and runs as written). The same runs, choices and results as the eager model, less
-  work, and fewer parameters read (so more sharing). There is no second copy of a transition: each
+  work, and fewer parameters read (so more sharing). The compiled code is specialised to the
+  search's config and design (`_Fold`: `x.cfg.*`, `x.ps`, `x.shape.*`, `x.on(...)`, `x.variant(...)`
+  written as constants and the branches they decide folded away; `_Inline`: a helper that returns an
+  expression of its parameters, `_under`, `on_device`, written in place of its calls, never a
+  transition), one compiled path per (config, design). There is no second copy of a transition: each
   is compiled from its one definition, and the z3 engines never see the compiled code.
 * **Whole bounds.** `bound_points`: every parameter point of `Config.bounds` up to a cap, the graph
   engine's points first (the explicit grid and its boundary points), then points drawn from the
@@ -60,7 +69,7 @@ State reduction: none. Slot symmetry is not one for this model (docs/engines.md,
 over request slots": the waiting queue is in slot order while arrivals are free, so the runs are not
 closed under renaming the slots); the per-point parameters make two points' states different
 nodes; the ghost fields are read by properties. A state is stored as the model's own frozen `State`
-(its hash is the tuple of its fields).
+(its hash, the tuple of its fields', computed once per object: model/state.py).
 
 This engine models nothing itself; it drives model/system.py. SGLang commit: model/designs.py.
 """
@@ -79,7 +88,7 @@ from model.designs import Design
 from model.ops import Concrete, Infeasible
 from model.state import OOM_NONE, State
 from model.system import System
-from model.transition import REGISTRY
+from model.transition import REGISTRY, TreeShape
 from checker.engines.applies import for_config, nothing_applies
 from checker.engines.explicit_graph import (  # noqa: F401  (re-exported: the graph engine's names)
     DEFAULT_GRAPH_CAP,
@@ -185,18 +194,30 @@ class FastPath:
     `transitions`), `step(x, s)` the compiled `event_loop_iteration`, `prop(fn)` a property
     predicate's compiled function (itself where it is not a module function, e.g. a lambda)."""
 
-    _CACHE: dict[frozenset[str], "FastPath"] = {}
+    _CACHE: dict[frozenset[str], list["FastPath"]] = {}
 
     @classmethod
-    def of(cls, overridden: Iterable[str]) -> "FastPath":
-        """The compiled model for a design that replaces the transitions `overridden` (built once)."""
+    def of(cls, overridden: Iterable[str], cfg: Config | None = None, design: Design | None = None) -> "FastPath":
+        """The compiled model for a design that replaces the transitions `overridden` (built once),
+        specialised to `cfg` and `design` where given. An entry serves every config and design with
+        the same values of what its compilation folded (a pinned instance of a config, a shard's
+        unpickled config, another design with the same fixes)."""
         key = frozenset(overridden)
-        fp = cls._CACHE.get(key)
-        if fp is None:
-            fp = cls._CACHE[key] = cls(key)
+        fps = cls._CACHE.setdefault(key, [])
+        for fp in fps:
+            if fp.cfg is cfg and fp.design is design:
+                return fp
+        for fp in fps:  # another config or design with the same values of everything folded (`_Fold.used`)
+            if (fp.cfg is None) == (cfg is None) and (cfg is None or _Fold.same(fp.folded, cfg, design)):
+                return fp
+        if len(fps) >= 16:
+            fps.clear()
+        fp = cls(key, cfg=cfg, design=design)
+        fps.append(fp)
         return fp
 
-    def __init__(self, overridden: frozenset[str], modules: tuple[str, ...] = FAST_MODULES) -> None:
+    def __init__(self, overridden: frozenset[str], modules: tuple[str, ...] = FAST_MODULES, cfg: Config | None = None,
+                 design: Design | None = None) -> None:
         import __future__
         import importlib
         import inspect
@@ -204,6 +225,7 @@ class FastPath:
         import types
 
         self.overridden = overridden
+        self.cfg, self.design = cfg, design
         mods = {m: importlib.import_module(m) for m in modules}
         shadow = {m: types.ModuleType(m + "[fast]") for m in mods}
         # per module: name -> (function, is_transition) of the functions it defines
@@ -445,8 +467,27 @@ class FastPath:
         for m, mod in mods.items():
             ns = vars(shadow[m])
             ns.update(vars(mod))
+        rewritten: dict[tuple[str, str], Any] = {}
+        fold = _Fold(cfg, design) if cfg is not None and design is not None else None
         for (m, name), t in trees.items():
-            t = ast.fix_missing_locations(Rewrite(m, t.body[0]).visit(t))
+            t = Rewrite(m, t.body[0]).visit(t)
+            if fold is not None:
+                t = fold.visit(t)
+            rewritten[(m, name)] = t
+        # small helpers written in place of their calls (a `return` of an expression of its parameters:
+        # `_under`, `on_device`): never a transition, whose calls the engine records
+        inlinable: dict[tuple[str, str], tuple[list[str], ast.expr]] = {}
+        if cfg is not None and design is not None:
+            for key, t in rewritten.items():
+                if not defs[key[0]][key[1]][1]:
+                    one = _one_expression(t.body[0])
+                    if one is not None:
+                        inlinable[key] = one
+        for (m, name), t in rewritten.items():
+            if inlinable:
+                t = _Inline(lambda node, m=m: resolve(m, node), inlinable).visit(t)
+                t = fold.visit(t)  # type: ignore[union-attr]  # what an inlined constant decides (`swa_gate_on(x)`)
+            t = ast.fix_missing_locations(t)
             ns = vars(shadow[m])
             code = compile(t, inspect.getsourcefile(defs[m][name][0]) or m, "exec", flags=flags, dont_inherit=True)
             loc: dict[str, Any] = {}
@@ -469,6 +510,7 @@ class FastPath:
                     if mm in defs and mm != m and nm in defs[mm] and defs[mm][nm][0] is fn and nm in vars(shadow[mm]):
                         ns[k] = vars(shadow[mm])[nm]
         self.shadow = shadow
+        self.folded = dict(fold.used) if fold is not None else {}  # what the compiled code took as constants
         self.step = vars(shadow["model.system"])["event_loop_iteration"] if "model.system" in shadow else None
         props = mods.get("specs.properties")
         self._props = {id(v): vars(shadow["specs.properties"])[k] for k, v in vars(props).items()
@@ -476,6 +518,201 @@ class FastPath:
 
     def prop(self, fn: Any) -> Any:
         return self._props.get(id(fn), fn)
+
+
+def _constant(v: Any) -> bool:
+    """`v` can be written as a constant of compiled code (an immutable plain value)."""
+    if v is None or v.__class__ in (bool, int, str):
+        return True
+    return v.__class__ in (tuple, frozenset) and all(_constant(e) for e in v)
+
+
+def _is_x(node: ast.AST, attr: str | None = None) -> bool:
+    """`node` is the context `x` (or `x.attr`)."""
+    if attr is not None:
+        return isinstance(node, ast.Attribute) and node.attr == attr and _is_x(node.value)
+    return isinstance(node, ast.Name) and node.id == "x"
+
+
+_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+        ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+        ast.Is: operator.is_, ast.IsNot: operator.is_not}
+
+
+class _Fold(ast.NodeTransformer):
+    """The fast path specialised to one config and design: `x.cfg.NAME`, `x.ps` and `x.shape.NAME`
+    (plain values) and `x.on("fix")` / `x.variant("fix")` written as their constants, then what they
+    decide folded (`if`, `a if c else b`, `not`, `and` / `or`, a comparison of constants) so the dead
+    branch is not compiled. The same values every run of the search reads through `x` (the context's
+    config and design are the system's), so the same runs."""
+
+    def __init__(self, cfg: Config, design: Design) -> None:
+        self.cfg, self.design = cfg, design
+        self.shape = TreeShape.of(cfg)
+        self.used: dict[tuple[str, str], Any] = {}  # (where, name) -> the value folded (`value`)
+
+    @staticmethod
+    def value(cfg: Config, design: Design, shape: Any, where: str, name: str) -> Any:
+        if where == "cfg":
+            return getattr(cfg, name, _MISSING)
+        if where == "shape":
+            return getattr(shape, name, _MISSING)
+        return getattr(design, where)(name)  # "on", "variant"
+
+    @staticmethod
+    def same(used: dict[tuple[str, str], Any], cfg: Config, design: Design) -> bool:
+        """`cfg` and `design` give everything `used` recorded the same value (so the same compiled code)."""
+        shape = TreeShape.of(cfg) if any(w == "shape" for w, _n in used) else None
+        for (where, name), v in used.items():
+            try:
+                w = _Fold.value(cfg, design, shape, where, name)
+            except KeyError:
+                return False
+            if w.__class__ is not v.__class__ or w != v:
+                return False
+        return True
+
+    def _const(self, where: str, name: str) -> Any:
+        v = _Fold.value(self.cfg, self.design, self.shape, where, name)
+        if v is not _MISSING and _constant(v):
+            self.used[(where, name)] = v
+            return v
+        return _MISSING
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.ctx, ast.Load):
+            where = "cfg" if _is_x(node.value, "cfg") else "shape" if _is_x(node.value, "shape") else None
+            if node.attr == "ps" and _is_x(node.value):
+                where, node_attr = "cfg", "page_size"  # `Ctx.ps` is the config's page size
+            else:
+                node_attr = node.attr
+            if where is not None:
+                v = self._const(where, node_attr)
+                if v is not _MISSING:
+                    return ast.copy_location(ast.Constant(v), node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("on", "variant") and _is_x(f.value) and not node.keywords \
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            try:
+                v = self._const(f.attr, node.args[0].value)
+            except KeyError:  # an unknown fix: left to raise where it is asked
+                return node
+            if v is not _MISSING:
+                return ast.copy_location(ast.Constant(v), node)
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Constant):
+            return ast.copy_location(ast.Constant(not node.operand.value), node)
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.test, ast.Constant):
+            return node.body if node.test.value else node.orelse
+        return node
+
+    def visit_If(self, node: ast.If) -> Any:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.test, ast.Constant):
+            return (node.body if node.test.value else node.orelse) or ast.copy_location(ast.Pass(), node)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        """`a and b`: a constant that does not decide is dropped; one that decides ends the operands
+        (Python's value of the whole is the first deciding operand, else the last)."""
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        decides = (lambda v: not v) if isinstance(node.op, ast.And) else bool
+        vals: list[ast.expr] = []
+        for i, v in enumerate(node.values):
+            last = i == len(node.values) - 1
+            if isinstance(v, ast.Constant) and not last:
+                if decides(v.value):
+                    vals.append(v)
+                    break
+                continue
+            vals.append(v)
+        if len(vals) == 1:
+            return vals[0]
+        node.values = vals
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        parts = [node.left, *node.comparators]
+        if all(isinstance(e, ast.Constant) for e in parts) and all(type(o) in _CMP for o in node.ops) and all(
+                _singleton(a.value) or _singleton(b.value)  # `is` of other values asks their identity: left as it is
+                for o, a, b in zip(node.ops, parts, parts[1:]) if isinstance(o, (ast.Is, ast.IsNot))):
+            out = all(_CMP[type(o)](a.value, b.value) for o, a, b in zip(node.ops, parts, parts[1:]))
+            return ast.copy_location(ast.Constant(out), node)
+        return node
+
+
+_MISSING = object()
+
+
+def _singleton(v: Any) -> bool:
+    return v is None or v is True or v is False
+
+
+def _one_expression(f: ast.FunctionDef) -> tuple[list[str], ast.expr] | None:
+    """(parameters, expression) of a function that returns an expression of its plain positional
+    parameters only (no global, no closure, no default), else None."""
+    a = f.args
+    if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults or f.decorator_list:
+        return None
+    body = [b for b in f.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    e = body[0].value
+    params = [arg.arg for arg in a.args]
+    for n in ast.walk(e):
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
+                          ast.Yield, ast.YieldFrom, ast.Await)):
+            return None
+        if isinstance(n, ast.Name) and n.id not in params:
+            return None
+    return params, e
+
+
+class _Inline(ast.NodeTransformer):
+    """A call of an inlinable helper (`_one_expression`) whose arguments are names or constants,
+    written as the helper's expression with its parameters replaced by them."""
+
+    def __init__(self, resolve: Callable[[ast.expr], tuple[str, str] | None],
+                 inlinable: dict[tuple[str, str], tuple[list[str], ast.expr]], depth: int = 0) -> None:
+        self.resolve, self.inlinable, self.depth = resolve, inlinable, depth
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if node.keywords or self.depth > 4:
+            return node
+        key = self.resolve(node.func)
+        hit = self.inlinable.get(key) if key is not None else None
+        if hit is None:
+            return node
+        params, e = hit
+        if len(node.args) != len(params) or not all(isinstance(a, (ast.Name, ast.Constant)) for a in node.args):
+            return node
+        sub = dict(zip(params, node.args))
+
+        class Sub(ast.NodeTransformer):
+            def visit_Name(self, n: ast.Name) -> ast.AST:
+                return ast.copy_location(_copy(sub[n.id]), n)
+
+        out = Sub().visit(_copy(e))
+        return ast.copy_location(_Inline(self.resolve, self.inlinable, self.depth + 1).visit(out), node)
+
+
+def _copy(node: ast.AST) -> Any:
+    import copy
+
+    return copy.deepcopy(node)
 
 
 def defs_keys(defs: dict[str, dict[str, tuple[Any, bool]]]) -> list[tuple[str, str]]:
@@ -558,11 +795,21 @@ class _ParamReads:
         d["_p"] = p
         d["_seen"] = {}
 
+    # a group's reads only grow (an entry, once recorded, keeps its value): the tuples are rebuilt
+    # only when there are more
     def names(self) -> tuple[Any, ...]:
-        return tuple(self.__dict__["_seen"])
+        d = self.__dict__
+        c = d.get("_names")
+        if c is None or len(c) != len(d["_seen"]):
+            c = d["_names"] = tuple(d["_seen"])
+        return c
 
     def reads(self) -> tuple[tuple[Any, Any], ...]:
-        return tuple(self.__dict__["_seen"].items())
+        d = self.__dict__
+        c = d.get("_items")
+        if c is None or len(c) != len(d["_seen"]):
+            c = d["_items"] = tuple(d["_seen"].items())
+        return c
 
     def read(self, names: tuple[Any, ...]) -> None:
         """Count `names` as read in this group (a remembered call that read them is not run again)."""
@@ -637,7 +884,7 @@ class Shared:
     def __init__(self) -> None:
         self.canon: dict[State, State] = {}
         self.trees: dict[int, list[tuple[tuple[tuple[str, Any], ...], list[tuple[dict[str, Any], State]]]]] = {}
-        self.props: dict[int, dict[Any, list[tuple[tuple[tuple[str, Any], ...], bool]]]] = {}
+        self.props: dict[tuple[int, Any], list[tuple[tuple[tuple[str, Any], ...], bool]]] = {}  # (state id, predicate)
         # one run of a tree: (state id, the run's forced answers) -> (reads, (picks, next) or None, next answers)
         self.runs: dict[tuple[int, tuple[Any, ...]], list[tuple[Any, Any, Any]]] = {}
 
@@ -695,7 +942,9 @@ class PointRunner:
         # it, and counted as read by a group that reuses it)
         self.values: dict[Any, tuple[Any, int, tuple[str, ...]]] | None = {} if values else None
         # the compiled model (`FastPath`), where the system is the model's own (a subclass may step otherwise)
-        self.fast = FastPath.of(self.x.overrides) if fast and type(system).step is System.step else None
+        self.fast = FastPath.of(self.x.overrides, system.cfg, system.design) \
+            if fast and type(system).step is System.step and self.x.cfg is system.cfg and self.x.design is system.design \
+            else None
         compiled = self.fast.transitions if self.fast is not None else {}
         for name, info in list(REGISTRY.items()):
             self.x.overrides[name] = self._wrap(self.x.overrides.get(name, compiled.get(name, info.fn)))
@@ -727,7 +976,7 @@ class PointRunner:
             key: Any = None
             if vm is not None:
                 try:
-                    key = (impl, args, tuple(kw.items()), all(self.ops._path))
+                    key = (impl, args, tuple(kw.items()) if kw else (), all(self.ops._path))
                     hit = vm.get(key)
                 except TypeError:  # an argument that is not hashable: not remembered
                     key = hit = None
@@ -822,12 +1071,10 @@ class PointRunner:
             fn = self.fast.prop(fn)
         if sh is None:
             return bool(fn(self.px, s))
-        per = sh.props.get(id(s))
-        if per is None:
-            per = sh.props[id(s)] = {}
-        entries = per.get(fn)
+        key = (id(s), fn)
+        entries = sh.props.get(key)
         if entries is None:
-            entries = per[fn] = []
+            entries = sh.props[key] = []
         for reads, ok in entries:
             if _matches(self.params, reads):
                 self.prop_hits += 1
@@ -1039,14 +1286,19 @@ class FastExplorer:
             bad: dict[str, list[tuple[Any, ...]]] = {}
             pending = [p for p in self.props if p in open_props or witness[p.name] is None]
             if pending:
+                # per property: (it, checked, witness still wanted); `open_props` does not change within
+                # a level (and a `Property`'s `==` compares its fields: membership asked once here)
+                checks = [[prop, prop in open_props, witness[prop.name] is None] for prop in pending]
                 for pos, (pi, li) in enumerate(frontier):
                     run, s = runners[pi], states[pi][li]
-                    for prop in pending:
-                        if prop in open_props and not run.holds(prop.holds, s):
+                    for c in checks:
+                        prop = c[0]
+                        if c[1] and not run.holds(prop.holds, s):
                             bad.setdefault(prop.name, []).append(
                                 ((readable_key(self.points[pi]) if self.minimize else ()), self.point_ids[pi], pos, pi, li))
-                        elif witness[prop.name] is None and run.holds(prop.witness, s):
+                        elif c[2] and run.holds(prop.witness, s):
                             witness[prop.name] = depth
+                            c[2] = False
             for prop in list(open_props):
                 if prop.name in bad:
                     open_props.remove(prop)

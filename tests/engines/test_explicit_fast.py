@@ -295,3 +295,101 @@ def test_an_operand_that_chooses_stays_eager_and_one_that_reads_becomes_lazy(tmp
     finally:
         REGISTRY.pop("fastpath_probe_pick", None)
         sys.modules.pop("fastpath_probe", None)
+
+
+# -- the fast path specialised to its config and design (`_Fold`, `_Inline`), the state's remembered hash ---
+def _names(code) -> set[str]:  # noqa: ANN001
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            out |= _names(c)
+    return out
+
+
+def test_the_fast_path_is_specialised_to_its_config_and_design() -> None:
+    """`x.cfg.*`, `x.on(...)` are constants of the compiled code and `_under` is written in place:
+    a fast path per (config, design), never one config's constants for another's."""
+    from checker.engines.explicit import FastPath
+
+    cfg, other = CONFIGS["hybrid_swa_hicache"], CONFIGS["small"]
+    d = PRESETS["current"]
+    fp = FastPath.of((), cfg, d)
+    assert FastPath.of((), cfg, d) is fp and FastPath.of((), other, d) is not fp and FastPath.of((), cfg, PRESETS["v0.5.10.post1"]) is not fp
+    # a pinned instance folds the same values: the same compiled code; one fix off does not
+    assert FastPath.of((), pinned(cfg, input_len=(5, 5)), d) is fp
+    assert fp.folded[("on", "swa_segment_lock")] is True
+    assert FastPath.of((), cfg, d.with_fix("swa_segment_lock", None)) is not fp
+    spec, plain = fp.fns["model.radix_cache"], FastPath.of(()).fns["model.radix_cache"]
+    assert "_under" in _names(plain["full_locked"].__code__) and "_under" not in _names(spec["full_locked"].__code__)
+    assert "cfg" in _names(plain["lockers"].__code__) and "cfg" not in _names(spec["lockers"].__code__)
+    assert "on" in _names(plain["lock_refs"].__code__) and "on" not in _names(spec["lock_refs"].__code__)
+
+
+def test_another_designs_constants_give_another_search(monkeypatch) -> None:  # noqa: ANN001
+    """The folded constants decide the runs: the fast path of `current` stepping v0.5.10.post1's
+    system is not v0.5.10.post1's search (so the agreement tests see a wrong fold)."""
+    from checker.engines.explicit import FastPath
+
+    name, pins, design, depth = INSTANCES[0]
+    system = System(pinned(CONFIGS[name], **pins), PRESETS[design])
+    old = Explorer(system, None).run(depth, keep_going=True)
+    good = FastExplorer(system, None).run(depth, keep_going=True)
+    assert good.distinct_states == old.distinct_states
+    orig = FastPath.of.__func__
+    monkeypatch.setattr(FastPath, "of", classmethod(lambda cls, ov, cfg=None, d=None: orig(cls, ov, cfg, PRESETS["current"])))
+    bad = FastExplorer(system, None).run(depth, keep_going=True)
+    assert (bad.distinct_states, {p: _key(r) for p, r in bad.results.items()}) != \
+        (old.distinct_states, {p: _key(r) for p, r in old.results.items()})
+
+
+FOLD_PROBE = '''
+def f(x, s):
+    if x.cfg.hicache:
+        a = 1
+    else:
+        a = 2
+    b = s if not x.cfg.hicache else -s
+    return (a, b, x.cfg.num_reqs > 1 and s, 0 or x.cfg.hicache or s, s and x.cfg.hicache and s,
+            x.on("swa_segment_lock") or s, x.cfg.num_reqs == 2 == 2, x.ps * s)
+'''
+
+
+@pytest.mark.parametrize("cfg_name", ["hybrid_swa_hicache", "small"])
+def test_folding_keeps_pythons_values(cfg_name: str) -> None:
+    """`and` / `or` with a constant keep Python's value (the deciding operand, else the last), and a
+    folded `if` the branch taken: the folded function returns what the unfolded one does."""
+    import ast
+
+    from checker.engines.explicit import _Fold
+
+    cfg, d = CONFIGS[cfg_name], PRESETS["current"]
+    system = System(cfg, d)
+    x = system.ctx(Concrete(), param_points(system)[0])
+    fns = []
+    for fold in (False, True):
+        t = ast.parse(FOLD_PROBE)
+        if fold:
+            t = ast.fix_missing_locations(_Fold(cfg, d).visit(t))
+            assert "cfg" not in ast.unparse(t) and ".on(" not in ast.unparse(t)
+        ns: dict = {}
+        exec(compile(t, "<probe>", "exec"), ns)
+        fns.append(ns["f"])
+    for s in (0, 1, 3, "", "z"):
+        if isinstance(s, str) and cfg.hicache:
+            continue  # -s of a str
+        assert fns[0](x, s) == fns[1](x, s), s
+
+
+def test_a_states_remembered_hash_is_the_dataclass_hash_and_not_pickled() -> None:
+    import pickle
+    from dataclasses import fields
+
+    from model.state import FIELD_NAMES
+
+    system = System(CONFIGS["hybrid_swa_hicache"], PRESETS["current"])
+    s = system.init(system.ctx(Concrete(), param_points(system)[0]))
+    t = s.set(oom=s.oom)  # equal, another object
+    assert t is not s and t == s and hash(t) == hash(s) == hash(tuple(getattr(s, f) for f in FIELD_NAMES))
+    assert "_hash" not in {f.name for f in fields(s)} and s.set(oom=1) != s and hash(s.set(oom=1)) != hash(s)
+    u = pickle.loads(pickle.dumps(s))
+    assert u == s and not hasattr(u, "_hash") and hash(u) == hash(s)
