@@ -196,8 +196,6 @@ def successor(cfg: Any, params: Any, node: Node, choice: dict[str, Any], oracle_
     """Re-run SGLang from a fresh scheduler along `node.prefix`, then `choice`; judge the last
     iteration. Returns {"violation", "abstract", "key", "terminal", "choices", "oracle",
     "mismatch", "sglang_seconds", "iterations"}. ExploreError: SGLang raised what no property names."""
-    import traceback
-
     from .harness import RealScheduler
 
     ExploreError, quiescent = EX.ExploreError, EX.quiescent
@@ -213,14 +211,7 @@ def successor(cfg: Any, params: Any, node: Node, choice: dict[str, Any], oracle_
             oracle.stalled, oracle.last_state = node.oracle
             if node.key is not None and key(h, oracle)[1] != node.key:
                 mismatch = True
-        t0 = time.perf_counter()
-        try:
-            h.step(picks)
-        except Exception as e:  # noqa: BLE001 - no property names this crash: an error, never a finding
-            raise ExploreError(f"step {t + 1}: SGLang raised {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                               f" (no kvmc property names this crash)\n" + "".join(traceback.format_exc(limit=12))) from e
-        finally:
-            sg += time.perf_counter() - t0
+        sg += EX.timed_step(h, picks, t)
         if t < len(node.prefix) and h.oom != OOM_NONE:
             raise ExploreError(f"kvmc internal error: the re-run of a search state's prefix died at step {t + 1} "
                                f"({h.oom_message}) where it did not when the state was found")

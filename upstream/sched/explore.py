@@ -287,6 +287,18 @@ def _queue(h: Any, sts: list[int]) -> str:
     return ", ".join(f"request {sl.r} {names.get(s, 'new')}" for sl, s in zip(h.slots, sts))
 
 
+def timed_step(h: Any, picks: dict[str, Any], t: int) -> float:
+    """Step t + 1 of a run on SGLang (`h.step(picks)`), and the seconds it took inside SGLang's
+    scheduler. A crash that no property names is an ExploreError (kvmc could not go on), never a finding."""
+    t0 = time.perf_counter()
+    try:
+        h.step(picks)
+    except Exception as e:  # noqa: BLE001 - no property names this crash: an error, never a finding
+        raise ExploreError(f"step {t + 1}: SGLang raised {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                           f" (no kvmc property names this crash)\n" + "".join(traceback.format_exc(limit=12))) from e
+    return time.perf_counter() - t0
+
+
 def _cut_short(h: Any) -> list[Any]:
     """prompt_prefilled's violation as SGLang's objects show it: a request past its prefill
     (driver.py::_prefill_cut_short) whose committed KV is short of its fill minus one. A committed
@@ -360,14 +372,7 @@ def run_events(cfg: Any, params: Any, oracle: Oracle, steps: list[dict[str, Any]
         if compare is not None:
             before = _mapped(h)
             compare.begin()
-        t0 = time.perf_counter()
-        try:
-            h.step(picks)
-        except Exception as e:  # noqa: BLE001 - no property names this crash: an error, never a finding
-            raise ExploreError(f"step {t + 1}: SGLang raised {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                               f" (no kvmc property names this crash)\n" + "".join(traceback.format_exc(limit=12))) from e
-        finally:
-            out.sglang_seconds += time.perf_counter() - t0
+        out.sglang_seconds += timed_step(h, picks, t)
         out.steps.append(picks)
         if compare is not None:
             compare.check(t + 1, before, picks, _mapped(h))
