@@ -719,11 +719,14 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
     last: Any = ROOT
     free_full: Any = 0
     free_swa: Any = 0
+    walked_unbacked: list[tuple[int, Any]] = []  # (atom, a device node this insert walks that has no host copy)
     for a in x.shape.path[r]:
         L = s.node_len[a]
         e = L > 0
         st, en = pos, pos + L
         covered = x.and_(e, en <= end)
+        if x.cfg.hicache:
+            walked_unbacked.append((a, x.and_(covered, s.node_device[a], x.not_(s.node_host[a]))))
         mine = x.and_(covered, st >= prev_prefix_len)
         dev = s.node_device[a]
         tomb = s.node_swa_tombstone[a] if hybrid else False
@@ -772,10 +775,17 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
     if x.cfg.hicache:
         # write-through keeps "on host => parent on host": since #25065 `write_backup` first backs up
         # the node's unbacked ancestors (UnifiedRadixCache.write_backup, "parent must be backuped
-        # first"). Every existing node on the request's path is an ancestor of the new ones.
-        backs_up = x.and_(backup, x.or_(create_norm, create_tomb))
-        for a in x.shape.path[r]:
-            s = s.node(a, node_host=x.or_(s.node_host[a], x.and_(backs_up, s0.node_len[a] > 0)))
+        # first"). Every existing node on the request's path is an ancestor of the new ones. An insert
+        # that makes no node still counts a hit on each device node it walks (0.5.13
+        # `UnifiedRadixCache._insert_helper` -> `_inc_hit_count`; 0.5.23 `unified_tree_core.py::
+        # _finish_insert_walk_node` -> `_inc_hit_count_and_check`), and a walked node at the threshold
+        # is backed up: at page 16 a prompt whose aligned end is its matched prefix inserts nothing new
+        makes = x.or_(create_norm, create_tomb)
+        backs_up = x.and_(backup, makes)
+        walks_only = x.and_(backup, x.not_(makes))
+        for a, unbacked in walked_unbacked:
+            s = s.node(a, node_host=x.or_(s.node_host[a], x.and_(backs_up, s0.node_len[a] > 0),
+                                          x.and_(walks_only, unbacked)))
     free = [_first_free_private(x, s0, r, k) for k in range(m)]
     placed = [False] * len(segs)
     for k, a in enumerate(chain):

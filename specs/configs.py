@@ -208,6 +208,37 @@ _HYBRID_SWA_PAGE4 = Config(
 )
 
 
+_HYBRID_SWA_HICACHE = Config(
+    name="hybrid_swa_hicache",
+    doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: a warm prefix of two nodes, device or host-only, one split",
+    num_reqs=2,
+    page_size=1,
+    hybrid_swa=True,
+    hicache=True,
+    chunked_prefill=True,
+    warm_atoms=2,
+    warm_spare_atoms=1,  # a chunk that ends inside a warm node splits it
+    shares_warm_prefix=(True, True),
+    private_atoms=3,
+    bounds={
+        "full_tokens": (4, 32),
+        "swa_tokens": (4, 32),
+        "sliding_window_size": (1, 8),
+        "input_len": (1, 16),
+        "max_new_tokens": (1, 3),
+        "warm_len": (0, 8),
+        "warm_device": (0, 1),
+        "warm_host": (0, 1),
+        "chunked_prefill_size": (2, 8),
+        "req_pool_size": (2, 2),
+        "max_prefill_tokens": (8, 32),
+    },
+    explicit_bounds={"full_tokens": (16, 16), "swa_tokens": (8, 8), "sliding_window_size": (2, 2),
+                     "input_len": (5, 6), "max_new_tokens": (1, 3), "warm_len": (2, 2),
+                     "chunked_prefill_size": (4, 4), "max_prefill_tokens": (16, 16)},
+)
+
+
 CONFIGS: dict[str, Config] = {
     c.name: c
     for c in [
@@ -260,35 +291,7 @@ CONFIGS: dict[str, Config] = {
                              "input_len": (1, 6), "max_new_tokens": (1, 2), "chunked_prefill_size": (4, 4),
                              "max_prefill_tokens": (16, 16)},
         ),
-        Config(
-            name="hybrid_swa_hicache",
-            doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: a warm prefix of two nodes, device or host-only, one split",
-            num_reqs=2,
-            page_size=1,
-            hybrid_swa=True,
-            hicache=True,
-            chunked_prefill=True,
-            warm_atoms=2,
-            warm_spare_atoms=1,  # a chunk that ends inside a warm node splits it
-            shares_warm_prefix=(True, True),
-            private_atoms=3,
-            bounds={
-                "full_tokens": (4, 32),
-                "swa_tokens": (4, 32),
-                "sliding_window_size": (1, 8),
-                "input_len": (1, 16),
-                "max_new_tokens": (1, 3),
-                "warm_len": (0, 8),
-                "warm_device": (0, 1),
-                "warm_host": (0, 1),
-                "chunked_prefill_size": (2, 8),
-                "req_pool_size": (2, 2),
-                "max_prefill_tokens": (8, 32),
-            },
-            explicit_bounds={"full_tokens": (16, 16), "swa_tokens": (8, 8), "sliding_window_size": (2, 2),
-                             "input_len": (5, 6), "max_new_tokens": (1, 3), "warm_len": (2, 2),
-                             "chunked_prefill_size": (4, 4), "max_prefill_tokens": (16, 16)},
-        ),
+        _HYBRID_SWA_HICACHE,
         Config(
             name="hicache_evict",
             doc="hybrid SWA with HiCache (UnifiedRadixCache), page_size 1: request 0 does not share the warm prefix, so "
@@ -343,6 +346,24 @@ CONFIGS: dict[str, Config] = {
                  chunked_prefill_size=(64, 192), max_prefill_tokens=(128, 512),
                  full_tokens_explicit=(512, 512), swa_tokens_explicit=(256, 256), sliding_window_size_explicit=(80, 80),
                  input_len_explicit=(63, 66), chunked_prefill_size_explicit=(128, 128), max_prefill_tokens_explicit=(256, 256)),
+        # HiCache at the same page sizes: a warm prefix of two one-page nodes, device or host-only, the prompts
+        # two pages and a bit, two of them filling the pools (six pages; with four SWA pages no prompt is admitted)
+        _at_page(_HYBRID_SWA_HICACHE, 16, "hybrid_swa_hicache_page16",
+                 "hybrid SWA with HiCache (UnifiedRadixCache) at page_size 16, chunked prefill: a warm prefix of "
+                 "two nodes, device or host-only, prompts 1..64 unaligned",
+                 full_tokens=(32, 192), swa_tokens=(32, 192), sliding_window_size=(1, 40), input_len=(1, 64),
+                 warm_len=(0, 48), chunked_prefill_size=(16, 48), max_prefill_tokens=(32, 128),
+                 full_tokens_explicit=(96, 96), swa_tokens_explicit=(96, 96), sliding_window_size_explicit=(20, 20),
+                 input_len_explicit=(33, 34), warm_len_explicit=(16, 16), chunked_prefill_size_explicit=(32, 32),
+                 max_prefill_tokens_explicit=(64, 64)),
+        _at_page(_HYBRID_SWA_HICACHE, 64, "hybrid_swa_hicache_page64",
+                 "hybrid SWA with HiCache (UnifiedRadixCache) at page_size 64, chunked prefill: a warm prefix of "
+                 "two nodes, device or host-only, prompts 1..256 unaligned",
+                 full_tokens=(128, 768), swa_tokens=(128, 768), sliding_window_size=(1, 160), input_len=(1, 256),
+                 warm_len=(0, 192), chunked_prefill_size=(64, 192), max_prefill_tokens=(128, 512),
+                 full_tokens_explicit=(384, 384), swa_tokens_explicit=(384, 384), sliding_window_size_explicit=(80, 80),
+                 input_len_explicit=(129, 130), warm_len_explicit=(64, 64), chunked_prefill_size_explicit=(128, 128),
+                 max_prefill_tokens_explicit=(256, 256)),
         _SESSIONS,
         _at_page(_SESSIONS, 2, "sessions_paged", "sessions at page_size 2: a turn restored from its slot, a rewind freeing "
                  "the row's tail [ceil(prefix), A) by pages, retraction of a paged session row",

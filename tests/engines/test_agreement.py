@@ -97,6 +97,16 @@ INSTANCES: dict[str, tuple[dict[str, tuple[int, int]], int]] = {
     "hybrid_swa_page64": (dict(full_tokens=(256, 256), swa_tokens=(128, 128), sliding_window_size=(99, 99),
                                chunked_prefill_size=(192, 192), input_len=(127, 130), max_new_tokens=(1, 2),
                                max_prefill_tokens=(256, 256)), 3),
+    # HiCache at those page sizes: a host-only warm prefix (two one-page nodes) that the prompts (two pages
+    # and a bit) load back
+    "hybrid_swa_hicache_page16": (dict(full_tokens=(96, 96), swa_tokens=(96, 96), sliding_window_size=(20, 20),
+                                       chunked_prefill_size=(32, 32), input_len=(33, 34), max_new_tokens=(1, 2),
+                                       warm_len=(16, 16), warm_device=(0, 0), warm_host=(1, 1),
+                                       max_prefill_tokens=(64, 64)), 3),
+    "hybrid_swa_hicache_page64": (dict(full_tokens=(384, 384), swa_tokens=(384, 384), sliding_window_size=(80, 80),
+                                       chunked_prefill_size=(128, 128), input_len=(129, 130), max_new_tokens=(1, 2),
+                                       warm_len=(64, 64), warm_device=(0, 0), warm_host=(1, 1),
+                                       max_prefill_tokens=(256, 256)), 3),
 }
 
 # BMC against explicit where z3 checks the config (not at page 16 or 64: beyond_symbolic_reach)

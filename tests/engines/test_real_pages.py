@@ -1,5 +1,6 @@
 """Hybrid SWA at the page sizes SWA models are served with: `hybrid_swa_page16` and
-`hybrid_swa_page64` (specs/configs.py; issue 62 item 3).
+`hybrid_swa_page64`, and with HiCache `hybrid_swa_hicache_page16` / `_page64` (specs/configs.py;
+issue 62 item 3).
 
 The concrete engines check them at real page arithmetic: the explicit engine finds #23174 (the
 chunked SWA page reserve, 0.5.11) with the fix off at both page sizes and finds nothing with it on
@@ -26,12 +27,15 @@ from specs.configs import CONFIGS
 from specs.properties import PROPERTIES
 
 REAL_PAGES = {"hybrid_swa_page16": 16, "hybrid_swa_page64": 64}
+# the same with HiCache (UnifiedRadixCache, a warm prefix device or host-only)
+HICACHE_PAGES = {"hybrid_swa_hicache_page16": 16, "hybrid_swa_hicache_page64": 64}
 
 
-@pytest.mark.parametrize("config", sorted(REAL_PAGES))
+@pytest.mark.parametrize("config", sorted({**REAL_PAGES, **HICACHE_PAGES}))
 def test_the_bounds_are_page_multiples_where_sglang_requires_them(config: str) -> None:
     cfg = CONFIGS[config]
-    ps = REAL_PAGES[config]
+    ps = {**REAL_PAGES, **HICACHE_PAGES}[config]
+    assert cfg.hicache == (config in HICACHE_PAGES)
     assert cfg.page_size == ps and cfg.hybrid_swa and cfg.chunked_prefill
     for name, (lo, hi) in {**cfg.bounds, **cfg.explicit_bounds}.items():
         if name in PAGE_MULTIPLE:

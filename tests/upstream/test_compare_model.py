@@ -75,10 +75,10 @@ def sched_root(sglang_root: Path) -> Path:
     return sglang_root
 
 
-def _explore(args: list[str], out: Path) -> tuple[int, dict]:
+def _explore(args: list[str], out: Path, version: str = "0.5.13") -> tuple[int, dict]:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-        code = main(["explore", "--sglang", "==0.5.13", *args, "--depth", "12", "--compare-model", "--no-shrink",
+        code = main(["explore", "--sglang", "==" + version, *args, "--depth", "12", "--compare-model", "--no-shrink",
                      "--property", "no_prefill_oom", "--json", "--out", str(out)])
     return code, json.loads(buf.getvalue())
 
@@ -101,3 +101,19 @@ def test_a_reverted_fix_departs_from_the_preset_and_the_release_does_not(sched_r
     assert d["seed"] == 103 and d["field"] == "full_available" and d["transitions"], d
     _code, plain = _explore(seed, tmp_path / "plain")
     assert plain["compare"]["first"] is None and plain["compare"]["checked"] > 0, plain["compare"]
+
+
+def test_an_insert_that_makes_no_node_backs_up_the_nodes_it_walks(sched_root: Path, tmp_path: Path) -> None:
+    """Page 16, HiCache, 0.5.23 (walk seed 11): request 0's 24-token prompt matches the one-page warm
+    node; its aligned insert [0, 16) makes no node, yet SGLang's insert walk counts a hit on the warm
+    node and writes it through to the host. The model once backed up only when the insert made a node
+    (model/radix_cache.py::insert): this walk departed at iteration 3 on `node_host[0]`."""
+    from upstream.install import is_installed
+    from upstream.sched import replay as sr
+
+    if not is_installed(sched_root, "0.5.23") or not (sr.extras_dir(sched_root) / ".kvmc-complete").exists():
+        pytest.skip(f"SGLang 0.5.23 is not installed under {sched_root} (kvmc sglang install 0.5.23)")
+    code, doc = _explore(["--config", "hybrid_swa_hicache_page16", "--seed", "11", "--walks", "1"], tmp_path, "0.5.23")
+    c = doc["compare"]
+    assert c["first"] is None, c["first"]
+    assert c["checked"] >= 5 and doc["preset"] == "v0.5.23" and code in (0, 1), c
