@@ -4,12 +4,14 @@ each, as `kvmc replay --against` does).
 
     kvmc explore --sglang ==VERSION --config CONFIG [--seed S] [--walks N] [--depth D] [--jobs J]
                  [--budget SECONDS] [--property P]... [--revert FIX]... [--out DIR] [--no-shrink]
+                 [--search bfs [--points N]] [--executor local|ray [--ray-address auto|HOST:PORT]]
 
 kvmc supplies the environment (arrivals with their prompt and output lengths and shared prefixes
 within the config's bounds, streaming-session turns and closes, forced retraction where the config
 asks for it, idle iterations) and the oracle (docs/explore.md); SGLang's real `Scheduler`, built
 on CPU without a model (upstream/sched/harness.py), makes every other choice itself. Walk seeds
-S .. S+N-1 are dealt round-robin to J worker processes; each violated property's first
+S .. S+N-1 are dealt round-robin to J shards, each a worker process (`--executor ray`: each a Ray
+task that runs the same worker on its node, `run_shard_on_worker`); each violated property's first
 counterexample is shrunk in its worker (drop iterations, drop events, lower lengths) and written
 under --out as
 
@@ -25,6 +27,12 @@ the parameter point of --seed breadth-first instead, every event choice per iter
 deduplicated through the abstraction: `violated` with the shortest counterexample (unshrunk),
 `holds to depth k on the explored abstract states`, or `unknown (partial)` where --max-states or
 the budget stopped it (exit 3); --jobs forks shards of each depth's successors in its one worker.
+`--points N` searches the points of seeds S .. S+N-1, each point's search whole in one shard (the
+points dealt to J shards as the walk seeds are): per property `violated` at some points (the
+shortest counterexample), `holds to depth D at each of the N points`, or unknown (partial) where a
+point's search was cut or not started. A property's counterexample is the lowest seed's (walks) or
+the shortest, then the lowest seed's (bfs), whichever shard reports first: the same for either
+executor and any timing.
 Exit status: 0 no violation, 1 a violation, 2 bad input (one line, nothing written), 3 a search
 stopped short (bfs), 4 kvmc could not drive the release (an internal error, never a finding),
 130 / 143 interrupted (the workers are ended; what was established is printed).
@@ -69,16 +77,21 @@ def add_parser(sub: Any) -> None:
                     help="walks: seeded random walks (default); bfs: breadth-first from the parameter point of --seed, "
                          "every event choice per iteration, states deduplicated through the abstraction "
                          "(upstream/sched/bfs.py)")
-    pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0); with --search bfs, the seed whose "
-                                                        "parameter point is searched")
+    pe.add_argument("--seed", type=int, default=0, help="first walk seed (default 0); with --search bfs, the (first) seed "
+                                                        "whose parameter point is searched")
     pe.add_argument("--walks", type=int, default=None, help=f"walks, seeds S .. S+N-1 (default {DEFAULT_WALKS}; not with --search bfs)")
+    pe.add_argument("--points", type=int, default=None, metavar="N",
+                    help="with --search bfs: search the parameter points of seeds S .. S+N-1, each point's search a "
+                         "shard of its own (default 1)")
     pe.add_argument("--depth", type=int, default=None,
                     help=f"scheduler iterations per walk (default {DEFAULT_DEPTH}), or the search's depth bound "
                          f"(default {DEFAULT_BFS_DEPTH} with --search bfs)")
     pe.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES, metavar="N",
                     help=f"with --search bfs: stop after N distinct states, verdict unknown (default {DEFAULT_MAX_STATES})")
-    pe.add_argument("--jobs", type=int, default=1, help="worker processes (default 1; each imports SGLang once); with "
-                                                        "--search bfs, forked shards of each depth's successors")
+    pe.add_argument("--jobs", type=int, default=None,
+                    help="shards (default 1; with --executor ray, the cluster's CPUs): the walk seeds, or the points "
+                         "of --search bfs --points N, dealt round-robin, each shard one worker process that imports "
+                         "SGLang once; with --search bfs on one point, forked shards of each depth's successors")
     pe.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
                     help="stop starting walks after this long, SGLang's import included (default 300)")
     pe.add_argument("--property", action="append", default=[], metavar="NAME", help="default: every explored property")
@@ -98,6 +111,9 @@ def add_parser(sub: Any) -> None:
     pe.add_argument("--shrink-seconds", type=float, default=120.0, help="time for shrinking one counterexample (default 120)")
     pe.add_argument("--dir", help="install folder (default $KVMC_SGLANG_DIR or ~/.cache/kvmc/sglang)")
     pe.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    from checker.executors.options import add_executor_options
+
+    add_executor_options(pe, "the shards as Ray tasks, each running the worker on a Ray node")
     pe.set_defaults(fn=cmd_explore)
 
 
@@ -105,8 +121,14 @@ def add_parser(sub: Any) -> None:
 def _plan(args: Any, trees: contextlib.ExitStack | None = None) -> dict[str, Any]:
     """The checked job: every bad input raises UpstreamUsageError before anything runs or is written
     (a CHECKOUT@REF tree is materialised under `trees`, which removes it)."""
+    from checker import executors
+
     from .source import release_target, tree_target
 
+    try:  # a bad --executor / --ray-address, or the ray extra missing: before anything else
+        executors.check_choice(getattr(args, "executor", "local"), getattr(args, "ray_address", None))
+    except executors.ExecutorError as e:
+        raise UpstreamUsageError(str(e)) from None
     if getattr(args, "sglang_source", None):
         target = tree_target(args.sglang_source, "--sglang-source", trees)
     else:
@@ -128,18 +150,24 @@ def check_search(args: Any) -> None:
     bfs = getattr(args, "search", "walks") == "bfs"
     if bfs and args.walks is not None:
         raise UpstreamUsageError(f"--walks {args.walks} with --search bfs: the search explores the parameter point of "
-                                 "--seed alone (one search per seed)")
+                                 "--seed (one search per seed; --points N for the points of N seeds)")
+    if not bfs and getattr(args, "points", None) is not None:
+        raise UpstreamUsageError(f"--points {args.points} without --search bfs: the walks draw a parameter point per "
+                                 "walk seed (--walks N); --points N is the breadth-first search's")
+    points = getattr(args, "points", None)  # (not set here: a review checks the same options once per side)
+    if getattr(args, "jobs", None) is None and getattr(args, "executor", "local") != "ray":
+        args.jobs = 1  # with --executor ray: the cluster's CPUs, known once Ray is up (cmd_explore)
     if bfs and getattr(args, "compare_model", False):
         raise UpstreamUsageError("--compare-model with --search bfs: the model beside SGLang runs on walks only (drop one)")
     if args.walks is None:
-        args.walks = 1 if bfs else DEFAULT_WALKS
+        args.walks = (points or 1) if bfs else DEFAULT_WALKS  # bfs: the points' seeds S .. S+N-1
     if args.depth is None:
         args.depth = DEFAULT_BFS_DEPTH if bfs else DEFAULT_DEPTH
     if getattr(args, "max_states", None) is None:
         args.max_states = DEFAULT_MAX_STATES
-    for name, v in (("--walks", args.walks), ("--depth", args.depth), ("--jobs", args.jobs),
+    for name, v in (("--points", points), ("--walks", args.walks), ("--depth", args.depth), ("--jobs", args.jobs),
                     ("--progress-bound", args.progress_bound), ("--max-states", args.max_states)):
-        if v < 1:
+        if v is not None and v < 1:
             raise UpstreamUsageError(f"{name} {v}: expected a positive integer")
     if not args.budget > 0 or not args.shrink_seconds > 0:
         raise UpstreamUsageError("--budget and --shrink-seconds: expected a positive number of seconds")
@@ -189,36 +217,56 @@ def preset_for(version: str, presets: Any) -> str:
 
 
 # -- running -----------------------------------------------------------------------------------------------
-class _Workers:
-    """J worker processes, each in its own session (a terminal's Ctrl-C reaches the parent only; the
-    parent ends them with SIGTERM)."""
+def shard_jobs(plan: dict[str, Any], args: Any, deadline: float, cpus: int | None = None) -> list[tuple[dict[str, Any], int]]:
+    """The shards' worker jobs, each with the CPUs it holds: the seeds (the walks', or the points'
+    of --search bfs) dealt round-robin to --jobs shards, one CPU each; a search of one point is one
+    shard that forks --jobs shards of each depth itself (on Ray at most `cpus`, the CPUs of the
+    largest node, and it holds them). The same shards for either executor, so the same walks and searches."""
+    t = plan["target"]
+    seeds = list(range(args.seed, args.seed + args.walks))
+    bfs = getattr(args, "search", "walks") == "bfs"
+    one_point = bfs and len(seeds) == 1
+    n = 1 if one_point else min(args.jobs, len(seeds))
+    forks = min(args.jobs, cpus) if cpus is not None else args.jobs
+    out = []
+    for j in range(n):
+        job = {"version": t.release, "source": t.source, "config": plan["cfg"].name, "preset": plan["preset"],
+               "seeds": seeds[j::n], "depth": args.depth, "props": plan["props"], "deadline": deadline,
+               "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds,
+               "reverts": list(getattr(args, "revert", [])),
+               "progress_bound": args.progress_bound, "compare_model": bool(getattr(args, "compare_model", False)),
+               "aborts": bool(getattr(args, "aborts", False))}
+        if bfs:  # several points: each point's search whole in its shard; one point: forked depth shards
+            job.update(search="bfs", max_states=args.max_states, bfs_jobs=forks if one_point else 1)
+        out.append((job, forks if one_point else 1))
+    return out
 
-    def __init__(self, plan: dict[str, Any], args: Any, deadline: float) -> None:
+
+WORKER = [sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"]
+
+
+class _Workers:
+    """The shards as worker processes of this machine, each in its own session (a terminal's Ctrl-C
+    reaches the parent only; the parent ends them with SIGTERM)."""
+
+    def __init__(self, shards: list[tuple[dict[str, Any], int]], path: list[str]) -> None:
         from .install import release_env
 
-        env = release_env(plan["path"])
-        t = plan["target"]
-        seeds = list(range(args.seed, args.seed + args.walks))
+        env = release_env(path)
         self.procs: list[subprocess.Popen] = []
         self.sel = selectors.DefaultSelector()
-        bfs = getattr(args, "search", "walks") == "bfs"
-        for j in range(1 if bfs else min(args.jobs, len(seeds))):  # a search forks its own shards
-            job = {"version": t.release, "source": t.source, "config": plan["cfg"].name, "preset": plan["preset"],
-                   "seeds": seeds[j::args.jobs], "depth": args.depth, "props": plan["props"], "deadline": deadline,
-                   "shrink": not args.no_shrink, "shrink_seconds": args.shrink_seconds,
-                   "reverts": list(getattr(args, "revert", [])),
-                   "progress_bound": args.progress_bound, "compare_model": bool(getattr(args, "compare_model", False)),
-                   "aborts": bool(getattr(args, "aborts", False))}
-            if bfs:
-                job.update(search="bfs", max_states=args.max_states, bfs_jobs=args.jobs)
-            p = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
-                                 start_new_session=True)
+        for job, _cpus in shards:
+            p = subprocess.Popen(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env, cwd=str(REPO), start_new_session=True)
             assert p.stdin is not None and p.stdout is not None
             p.stdin.write(json.dumps(job))
             p.stdin.close()
             self.procs.append(p)
             self.sel.register(p.stdout, selectors.EVENT_READ, p)
+
+    def exit_error(self, p: subprocess.Popen) -> str | None:
+        """Why worker `p`, whose output ended, failed (None: it exited 0)."""
+        return None if p.wait() == 0 else f"worker exited {p.returncode}: {self.stderr_tail(p)}"
 
     def events(self, timeout: float) -> list[tuple[subprocess.Popen, dict[str, Any] | None]]:
         """The next lines (None: that worker's output ended)."""
@@ -265,39 +313,152 @@ class _Workers:
                     f.close()
 
 
-def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
-    """Run the walks; returns the result document (found counterexamples, walks, timings, errors).
-    KeyboardInterrupt / SIGTERM: the workers are ended, and the document so far carries `interrupted`."""
+class _RayShards:
+    """The shards as Ray tasks (`--executor ray`, checker/executors/): each a streaming task that
+    runs the shard's worker process on its Ray node (`run_shard_on_worker`) and yields the worker's
+    events as they come, read here as `_Workers`' lines are. A shard whose Ray worker dies is not
+    re-run (its walks would be reported twice): an error, its remaining seeds not explored."""
+
+    def __init__(self, ex: Any, shards: list[tuple[dict[str, Any], int]], path: list[str]) -> None:
+        self.ex = ex
+        self.procs = [ex.stream(run_shard_on_worker, job, list(path), cpus=cpus) for job, cpus in shards]
+        self.live = list(self.procs)
+
+    def events(self, timeout: float) -> list[tuple[Any, dict[str, Any] | None]]:
+        out: list[tuple[Any, dict[str, Any] | None]] = []
+        for g, status, value in self.ex.next_ready(self.live, timeout):
+            if status == "ok":
+                out.append((g, value))
+                continue
+            self.live.remove(g)
+            if status == "died":
+                out.append((g, {"kind": "error", "seed": None,
+                                "message": f"the Ray worker of shard {self.procs.index(g) + 1} died ({value}); the "
+                                           "seeds it had not explored are not reported"}))
+            out.append((g, None))
+        return out
+
+    def exit_error(self, g: Any) -> str | None:
+        return None  # the task reports its worker's exit itself (an `error` event)
+
+    @property
+    def open(self) -> int:
+        return len(self.live)
+
+    def stop(self) -> None:
+        if interrupt.requested() and self.ex.owned:
+            return  # Ctrl-C / SIGTERM: kvmc's handler has ended the local instance's processes already
+        # (on a cluster the tasks run on, its nodes' workers are cancelled: they are not this process's)
+        self.ex.cancel(self.live)
+        self.live = []
+
+
+def run_shard_on_worker(job: dict[str, Any], path: list[str]) -> Any:
+    """A Ray task (a generator): shard `job`'s worker process on this node, with SGLang imported
+    from `path` (upstream/source.py::worker_path: the release or the source tree, then kvmc's
+    pinned dependencies, the scheduler extras and the CPU stubs) as `_Workers` starts it locally;
+    yields each of its events. The worker dies with this Ray worker (a cancelled or killed task
+    leaves no process); a path this node does not have (a cluster's nodes need kvmc and the SGLang
+    explored at the same paths) is an error event, as is a worker that exits otherwise than 0."""
+    import socket
+    import tempfile
+
+    from .install import release_env
+
+    missing = [d for d in path if not os.path.exists(d)]
+    if missing:
+        yield {"kind": "error", "seed": None, "message": f"{missing[0]} (the SGLang explored, or kvmc's dependencies "
+               f"for it) is not on Ray node {socket.gethostname()}: a cluster's nodes need kvmc and it at the same paths"}
+        return
+    env = dict(release_env(path), KVMC_EXPLORE_PARENT=str(os.getpid()))
+    with tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                             cwd=str(REPO))
+        try:
+            assert p.stdin is not None and p.stdout is not None
+            p.stdin.write(json.dumps(job))
+            p.stdin.close()
+            for line in p.stdout:
+                try:
+                    ev = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # not the worker's channel
+                yield ev
+            if p.wait() != 0:
+                err.seek(0)
+                tail = "\n".join(err.read().strip().splitlines()[-12:])
+                yield {"kind": "error", "seed": None, "message": f"worker exited {p.returncode} on Ray node "
+                       f"{socket.gethostname()}: {tail}"}
+        finally:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def explore(plan: dict[str, Any], args: Any, say: Any = None, ex: Any = None) -> dict[str, Any]:
+    """Run the walks (or the searches); returns the result document (found counterexamples, walks,
+    timings, errors). `ex`: the run's Ray executor (`--executor ray`), None for this machine's
+    processes. KeyboardInterrupt / SIGTERM: the workers are ended, and the document so far carries
+    `interrupted`."""
     t0 = time.time()
     deadline = t0 + args.budget
+    bfs = getattr(args, "search", "walks") == "bfs"
     res: dict[str, Any] = {"version": plan["version"], "target": plan["target"].to_dict(),
                            "label": plan["target"].label(), "config": plan["cfg"].name, "preset": plan["preset"],
                            "reverted": [], "props": plan["props"], "walks": 0, "steps": 0, "seconds": 0.0,
-                           "sglang_seconds": 0.0, "walk_seconds": 0.0, "import_seconds": [], "found": {}, "errors": [],
+                           "sglang_seconds": 0.0, "walk_seconds": 0.0, "import_seconds": [], "ready_after_s": [],
+                           "found": {}, "errors": [],
                            "seeds": [args.seed, args.seed + args.walks - 1], "walked_seeds": [], "depth": args.depth,
-                           "jobs": args.jobs, "progress_bound": args.progress_bound, "interrupted": None,
+                           "jobs": args.jobs, "executor": "local" if ex is None else "ray", "shards": 0,
+                           "progress_bound": args.progress_bound, "interrupted": None,
                            "aborts": bool(getattr(args, "aborts", False)), "aborted": [0, 0],
-                           "search": getattr(args, "search", "walks"), "bfs": None, "bfs_levels": [],
+                           "search": getattr(args, "search", "walks"), "bfs": None, "bfs_levels": [], "bfs_points": [], "bfs_found": [],
+                           "points": args.walks if bfs else None,
                            "max_states": getattr(args, "max_states", None),
                            "compare": ({"checked": 0, "unmapped": 0, "too_many": 0, "renamed": 0, "departed_walks": 0, "first": None}
                                        if getattr(args, "compare_model", False) else None)}
-    w = _Workers(plan, args, deadline)
+    shards = shard_jobs(plan, args, deadline, ex.node_capacity() if ex is not None else None)
+    res["shards"] = len(shards)
+    w: Any = None
+    # per shard: the last walk seed it reported, the properties it found, whether its output ended
+    last: dict[Any, int] = {}
+    found_by: dict[Any, set[str]] = {}
+    ended: set[Any] = set()
+
+    def settled() -> bool:
+        """Every property found, and no shard can report a lower seed for one (each walks its seeds
+        in order and reports a walk's counterexample before its next walk): the same counterexamples
+        for any timing of the shards."""
+        if len(res["found"]) < len(plan["props"]):
+            return False
+        return all(h in ended or all(prop in found_by.get(h, ()) or (h in last and last[h] > f["seed"])
+                                     for prop, f in res["found"].items()) for h in w.procs)
+
     handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)  # kvmc's handler, or a caller's
     old_term = signal.signal(signal.SIGTERM, _raise_term) if not handled else None
     try:
+        w = _RayShards(ex, shards, plan["path"]) if ex is not None else _Workers(shards, plan["path"])
         while w.open:
-            if len(res["found"]) == len(plan["props"]) and res["search"] != "bfs":  # a search ends with its summary
+            if not bfs and settled():  # a search ends with its summaries
                 break
             for p, ev in w.events(1.0):
                 if ev is None:
-                    if p.wait() != 0:
-                        res["errors"].append({"pid": p.pid, "message": f"worker exited {p.returncode}: {w.stderr_tail(p)}"})
+                    ended.add(p)
+                    why = w.exit_error(p)
+                    if why is not None:
+                        res["errors"].append({"pid": getattr(p, "pid", None), "message": why})
                     continue
                 kind = ev["kind"]
                 if kind == "ready":
                     res["import_seconds"].append(ev["import_seconds"])
+                    res["ready_after_s"].append(round(time.time() - t0, 2))
                     res["reverted"] = ev.get("reverted", [])
                 elif kind == "walk":
+                    last[p] = ev["seed"]
                     res["walks"] += 1
                     res["steps"] += ev["steps"]
                     res["sglang_seconds"] += ev["sglang_seconds"]
@@ -310,27 +471,36 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
                 elif kind == "bfs_level":
                     res["bfs_levels"].append(ev)
                     if say:
-                        say(f"kvmc explore: depth {ev['depth']}: {ev['successors']} successors, {ev['new']} new states, "
-                            f"{ev['duplicates']} merged, {ev['states']} distinct so far ({ev['seconds']} s)")
+                        at = f"point of seed {ev['seed']}, " if res["points"] > 1 else ""
+                        say(f"kvmc explore: {at}depth {ev['depth']}: {ev['successors']} successors, {ev['new']} new "
+                            f"states, {ev['duplicates']} merged, {ev['states']} distinct so far ({ev['seconds']} s)")
                 elif kind == "bfs":
-                    res["bfs"] = ev
-                    res["walks"] = ev["successors"]
-                    res["steps"] = ev["iterations"]
-                    res["sglang_seconds"] = ev["sglang_seconds"]
-                    res["walk_seconds"] = ev["seconds"]
-                    res["walked_seeds"] = [ev["seed"]]
+                    res["bfs_points"].append(ev)
+                    if not ev.get("skipped"):
+                        res["walks"] += ev["successors"]
+                        res["steps"] += ev["iterations"]
+                        res["sglang_seconds"] += ev["sglang_seconds"]
+                        res["walk_seconds"] += ev["seconds"]
+                        res["walked_seeds"].append(ev["seed"])
                 elif kind == "found":
                     ev["found_after_s"] = round(time.time() - t0 - ev.get("shrink_seconds", 0), 2)
                     ev["walks_before"] = res["walks"]
-                    res["found"].setdefault(ev["property"], ev)
+                    found_by.setdefault(p, set()).add(ev["property"])
+                    if bfs:  # every point's, for the per-point report (res["found"] keeps the first)
+                        res["bfs_found"].append({"seed": ev["seed"], "property": ev["property"],
+                                                 "depth": ev["found_at_depth"], "iterations": len(ev["steps"])})
+                    prev = res["found"].get(ev["property"])
+                    if prev is None or _first(ev, bfs) < _first(prev, bfs):
+                        res["found"][ev["property"]] = ev
                     if say and ev.get("search") == "bfs":
-                        say(f"kvmc explore: {ev['property']} violated at depth {ev['found_at_depth']} (breadth-first: "
+                        at = f" at the point of seed {ev['seed']}" if res["points"] > 1 else ""
+                        say(f"kvmc explore: {ev['property']} violated at depth {ev['found_at_depth']}{at} (breadth-first: "
                             "the shortest counterexample)")
                     elif say:
                         say(f"kvmc explore: {ev['property']} violated (walk seed {ev['seed']}, after {res['walks']} walks); shrunk to "
                             f"{len(ev['steps'])} iterations")
                 elif kind == "error":
-                    ev["pid"] = p.pid
+                    ev["pid"] = getattr(p, "pid", None)
                     res["errors"].append(ev)
             if time.time() > deadline + args.shrink_seconds + 60:  # a worker that stopped listening to its deadline
                 res["errors"].append({"message": "a worker ran past its budget and was ended"})
@@ -342,13 +512,48 @@ def explore(plan: dict[str, Any], args: Any, say: Any = None) -> dict[str, Any]:
     except interrupt.Interrupted as e:  # `kvmc`'s own handler (checker/interrupt.py): the partial report follows
         res["interrupted"] = e.name
     finally:
-        w.stop()
+        if w is not None:
+            w.stop()
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
     res["seconds"] = round(time.time() - t0, 2)
     for k in ("sglang_seconds", "walk_seconds"):
         res[k] = round(res[k], 3)
+    if bfs:
+        res["bfs_points"].sort(key=lambda b: b["seed"])
+        res["bfs_levels"].sort(key=lambda lv: (lv["seed"], lv["depth"]))
+        res["walked_seeds"].sort()
+        from .sched.explore import PROPS
+
+        res["bfs_found"].sort(key=lambda f: (f["seed"], PROPS.index(f["property"])))
+        res["bfs"] = bfs_total(res["bfs_points"], res["points"])
     return res
+
+
+def _first(f: dict[str, Any], bfs: bool) -> tuple[int, ...]:
+    """The order in which counterexamples of one property are preferred: the lowest walk seed (as
+    one worker walking the seeds in order reports); breadth-first, the shortest, then the lowest seed."""
+    return (len(f["steps"]), f["seed"]) if bfs else (f["seed"],)
+
+
+def bfs_total(points: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
+    """The search's summary: the one point's (`--points 1`), else the points' summed, with
+    `points` (asked), `searched` (run), the lowest complete depth and any cap or cut. None when no
+    point was searched."""
+    ran = [b for b in points if not b.get("skipped")]
+    if not ran:
+        return None
+    if n == 1:
+        return ran[0]
+    tot: dict[str, Any] = {k: sum(b[k] for b in ran) for k in ("states", "abstract_states", "unmapped", "successors",
+                                                                 "iterations", "replay_mismatches")}
+    tot.update({k: round(sum(b[k] for b in ran), 3) for k in ("sglang_seconds", "seconds")})
+    closed = [b["closed_at"] for b in ran]
+    tot.update(seed=ran[0]["seed"], points=n, searched=len(ran), capped=any(b["capped"] for b in ran),
+               timed_out=any(b["timed_out"] for b in ran) or len(ran) < n,
+               complete_depth=min(b["complete_depth"] for b in ran),
+               closed_at=max(closed) if None not in closed else None, params=None)
+    return tot
 
 
 def _add_compare(acc: dict[str, Any], seed: int, c: dict[str, Any]) -> None:
@@ -433,6 +638,8 @@ def bfs_outcome(res: dict[str, Any]) -> str:
 def bfs_verdict_lines(res: dict[str, Any]) -> list[str]:
     """--search bfs: per property violated (the shortest counterexample), holds to depth k on the
     explored abstract states, or unknown (partial) where the cap or the budget stopped it."""
+    if (res.get("points") or 1) > 1:
+        return points_verdict_lines(res)
     b = res.get("bfs")
     out = []
     for prop in res["props"]:
@@ -455,6 +662,85 @@ def bfs_verdict_lines(res: dict[str, Any]) -> list[str]:
     if b is not None and b.get("replay_mismatches"):
         out.append(f"{'search':24s} WARNING: {b['replay_mismatches']} re-runs of a state's event prefix reached another "
                    "key than when the state was found (SGLang's run is not reproducible there: the dedup is unsound)")
+    return out
+
+
+def points_verdict_lines(res: dict[str, Any]) -> list[str]:
+    """--search bfs --points N: per property violated (the shortest counterexample over the points,
+    the lowest seed among equals), holds to the depth at each of the N points (on their explored
+    abstract states: never `holds` for the config), or unknown (partial) where a point's search was
+    cut (the state cap, the budget) or never started."""
+    pts, n, b = res.get("bfs_points", []), res["points"], res.get("bfs")
+    span = f"seeds {res['seeds'][0]}..{res['seeds'][1]}"
+    ran = [p for p in pts if not p.get("skipped")]
+    cut = [p for p in ran if p["capped"] or p["timed_out"]]
+    whole = [p for p in ran if p not in cut]
+    unstarted = n - len(ran)
+    out = []
+    for prop in res["props"]:
+        f = res["found"].get(prop)
+        if f is not None:
+            at = sorted({x["seed"] for x in res.get("bfs_found", []) if x["property"] == prop})
+            out.append(f"{prop:24s} violated: {f['evidence'][:160]} (shortest counterexample: {len(f['steps'])} iterations, "
+                       f"breadth-first from the parameter point of seed {f['seed']}; violated at {len(at)} of the {n} "
+                       f"points ({_seed_list(at)}); found after {f['found_after_s']} s)")
+            continue
+        if b is None:
+            out.append(f"{prop:24s} unknown: no point's search ran ({span})")
+            continue
+        closed = [p for p in whole if p["closed_at"] is not None and p["closed_at"] < res["depth"]]
+        closed_s = f"; {len(closed)} closed before it (no new state)" if closed else ""
+        states = (f"{sum(p['states'] for p in ran)} distinct states, {sum(p['abstract_states'] for p in ran)} model "
+                  f"states, {sum(p['unmapped'] for p in ran)} not mappable and never merged")
+        if not cut and not unstarted:
+            out.append(f"{prop:24s} holds to depth {res['depth']} at each of the {n} parameter points of {span} on their "
+                       f"explored abstract states ({states}{closed_s}): a bounded search of {n} points, not a proof "
+                       "for the config")
+            continue
+        why = []
+        capped = [p["seed"] for p in cut if p["capped"]]
+        timed = [p["seed"] for p in cut if not p["capped"]]
+        if capped:
+            why.append(f"the state cap {res['max_states']} was hit at {len(capped)} ({_seed_list(capped)})")
+        if timed:
+            why.append(f"the budget ran out during {len(timed)} ({_seed_list(timed)})")
+        if unstarted:
+            why.append(f"{unstarted} not started before the budget ran out")
+        held = (f"holds to depth {res['depth']} at {len(whole)} of the {n} points" if whole else f"none of the {n} points complete")
+        low = f" (those complete to depth {min(p['complete_depth'] for p in cut)})" if cut else ""
+        out.append(f"{prop:24s} unknown (partial): {held}; {'; '.join(why)}{low}; no "
+                   f"violation in the {states.split(',')[0]} explored ({span})")
+    if b is not None and b.get("replay_mismatches"):
+        out.append(f"{'search':24s} WARNING: {b['replay_mismatches']} re-runs of a state's event prefix reached another "
+                   "key than when the state was found (SGLang's run is not reproducible there: the dedup is unsound)")
+    return out
+
+
+def _seed_list(seeds: list[int]) -> str:
+    s = sorted(seeds)
+    return ("seed " if len(s) == 1 else "seeds ") + (", ".join(map(str, s[:8])) + (", ..." if len(s) > 8 else ""))
+
+
+def bfs_points_lines(res: dict[str, Any]) -> list[str]:
+    """--points N: a line per point (its parameters, states, how its search ended)."""
+    out = []
+    for p in res.get("bfs_points", []):
+        if p.get("skipped"):
+            out.append(f"  point of seed {p['seed']}: not started (the budget ran out)")
+            continue
+        found = [f"{x['property']} violated at depth {x['depth']}" for x in res.get("bfs_found", []) if x["seed"] == p["seed"]]
+        if p["capped"]:
+            end = f"the state cap was hit at depth {p['complete_depth'] + 1}"
+        elif p["timed_out"]:
+            end = f"the budget ran out at depth {p['complete_depth'] + 1}"
+        elif p["closed_at"] is not None:
+            end = f"closed at depth {p['closed_at']} (no new state)"
+        else:
+            end = f"complete to depth {p['complete_depth']}"
+        params = ", ".join(f"{k}={v}" for k, v in (p.get("params") or {}).items() if v not in ([], ()))
+        out.append(f"  point of seed {p['seed']} ({params}): {'; '.join(found + [end])}; {p['states']} distinct states "
+                   f"({p['abstract_states']} model states, {p['unmapped']} not mappable), {p['successors']} successors, "
+                   f"{p['seconds']} s")
     return out
 
 
@@ -693,24 +979,32 @@ def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
                     if res.get("aborts") else "")
                  + f" (model preset {res['preset']} for the parameter bounds), "
                  f"{res['walks']} walks of at most {res['depth']} iterations, {res['steps']} SGLang iterations in "
-                 f"{res['seconds']} s ({res['jobs']} job{'s' if res['jobs'] > 1 else ''}; SGLang's import "
+                 f"{res['seconds']} s ({_jobs(res)}; SGLang's import "
                  f"{max(res['import_seconds'] or [0])} s; {_rate(res)} iterations/s walking, "
-                 f"{res['sglang_seconds']} s of it inside SGLang's scheduler)")
+                 f"{res['sglang_seconds']} s of it inside SGLang's scheduler; {_after_import(res, res['walks'])} walks/s "
+                 "after the import)")
     if res.get("search") == "bfs":
         b = res.get("bfs") or {}
+        n = res.get("points") or 1
+        where = (f"parameter point of seed {res['seeds'][0]}"
+                 + (f" ({', '.join(f'{k}={v}' for k, v in b['params'].items() if v not in ([], ()))})"
+                    if b.get("params") else "") if n == 1 else
+                 f"the parameter points of seeds {res['seeds'][0]}..{res['seeds'][1]} ({n} points, a search each)")
         plan_line = (f"kvmc explore --search bfs: {res['label']}"
                      + (f" with {', '.join(r.split(' ')[0] for r in res['reverted'])} reverted" if res["reverted"] else "")
                      + f", config {res['config']}" + (", with aborts" if res.get("aborts") else "")
-                     + f" (model preset {res['preset']}), parameter point of seed {res['seeds'][0]}"
-                     + (f" ({', '.join(f'{k}={v}' for k, v in b['params'].items() if v not in ([], ()))})" if b else "")
-                     + f", depth bound {res['depth']}, state cap {res['max_states']}: {b.get('states', 0)} distinct states, "
+                     + f" (model preset {res['preset']}), {where}"
+                     + f", depth bound {res['depth']}, state cap {res['max_states']}{' per point' if n > 1 else ''}: "
+                     f"{b.get('states', 0)} distinct states{' in all' if n > 1 else ''}, "
                      f"{res['walks']} successors re-run ({res['steps']} SGLang iterations) in {res['seconds']} s "
-                     f"({res['jobs']} job{'s' if res['jobs'] > 1 else ''}; SGLang's import "
+                     f"({_jobs(res)}; SGLang's import "
                      f"{max(res['import_seconds'] or [0])} s; "
-                     + (f"{b['states'] / b['seconds']:.0f} states/s" if b.get("seconds") else "- states/s") + ")")
+                     + (f"{b['states'] / b['seconds']:.0f} states/s{' per worker' if n > 1 else ''}"
+                        if b.get("seconds") else "- states/s")
+                     + f", {_after_import(res, b.get('states', 0))} states/s after the import)")
     out = [plan_line]
     if res.get("search") == "bfs":
-        out += bfs_levels_lines(res)
+        out += bfs_levels_lines(res) if (res.get("points") or 1) == 1 else bfs_points_lines(res)
     if res["interrupted"]:
         out.append(f"INTERRUPTED by {res['interrupted']}: what follows is what was established before")
     out += verdict_lines(res)
@@ -724,22 +1018,45 @@ def report(res: dict[str, Any], written: dict[str, dict[str, str]]) -> str:
     return "\n".join(out)
 
 
+def _jobs(res: dict[str, Any]) -> str:
+    n = res["jobs"]
+    return f"{n} job{'s' if n > 1 else ''}" + (" on Ray" if res.get("executor") == "ray" else "")
+
+
+def _after_import(res: dict[str, Any], count: int) -> str:
+    """`count` per second of the run after its first worker was ready (SGLang imported)."""
+    ready = res.get("ready_after_s") or []
+    span = res["seconds"] - min(ready) if ready else 0.0
+    return f"{count / span:.0f}" if span > 0 else "-"
+
+
 def _rate(res: dict[str, Any]) -> str:
     return f"{res['steps'] / res['walk_seconds']:.0f}" if res["walk_seconds"] else "-"
 
 
 def cmd_explore(args: Any) -> int:
+    from checker import executors
+
     with contextlib.ExitStack() as trees:  # a CHECKOUT@REF tree lives as long as the explore
         try:
             plan = _plan(args, trees)
         except UpstreamUsageError as e:
             print(f"kvmc: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        return _explore(args, plan)
+        try:
+            # `--executor ray`: the shards as Ray tasks; a local instance started here is shut down
+            # after the run, also on an error or an interrupt (checker/executors/__init__.py::use)
+            with executors.use(getattr(args, "executor", "local"), getattr(args, "ray_address", None)) as ex:
+                if args.jobs is None:  # --executor ray without --jobs: a shard per CPU of the cluster
+                    args.jobs = ex.capacity() if ex is not None else 1
+                return _explore(args, plan, ex)
+        except executors.ExecutorError as e:  # Ray that cannot start or be reached
+            print(f"kvmc: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
 
 
-def _explore(args: Any, plan: dict[str, Any]) -> int:
-    res = explore(plan, args, say=None if args.json else (lambda m: print(m, file=sys.stderr, flush=True)))
+def _explore(args: Any, plan: dict[str, Any], ex: Any = None) -> int:
+    res = explore(plan, args, say=None if args.json else (lambda m: print(m, file=sys.stderr, flush=True)), ex=ex)
     usage = [e for e in res["errors"] if e.get("seed") is None and "does not import" not in str(e["message"])
              and "revert" in str(e["message"]).lower()]
     if usage:

@@ -10,12 +10,9 @@ from typing import Any, Iterator
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", default="local", metavar="local|ray",
-                   help="where parallel work runs: local forked processes (default), or ray: the induction "
-                        "engine's case queries and the --jobs/--all/review jobs as Ray tasks (the ray extra)")
-    p.add_argument("--ray-address", default=None, metavar="auto|HOST:PORT",
-                   help="with --executor ray: an existing Ray cluster (auto: the one this node belongs to); "
-                        "default: a local Ray instance started for the run and stopped after it")
+    from checker.executors.options import add_executor_options as add
+
+    add(p, "the induction engine's case queries and the --jobs/--all/review jobs as Ray tasks")
 
 
 def check_executor(args: Any, jobs: bool) -> None:

@@ -12,8 +12,13 @@ RETRIES times (`KVMC_RAY_RETRIES`); after that, `result` answers ("died", why), 
 reports the task unsettled (an `unknown` case, a failed job), never as an answer. An exception the
 task itself raised is re-raised here as that exception (Ray's RayTaskError is an instance of it).
 
+A streaming task (`stream`, a generator function: `kvmc explore`'s shards, upstream/explore.py)
+hands each value it yields to the driver as it comes (`next_ready`); it is not re-run when its
+worker dies (it would yield its values again from the first), and the caller reports that death.
+
 What this module knows: Ray. What the tasks are, and what their answers mean, is the callers'
-(checker/engines/induction.py's case queries, checker/cli/review.py's jobs).
+(checker/engines/induction.py's case queries, checker/cli/review.py's jobs, upstream/explore.py's
+shards).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class RayExecutor:
         self.owned = False  # a local instance this run started (and shuts down)
         self.pid = os.getpid()  # the driver (a fork of it must not use its connection)
         self._remote: dict[tuple[Callable[..., Any], int], Any] = {}
+        self._streams: dict[tuple[Callable[..., Any], int, int], Any] = {}  # generator tasks (`stream`)
         self.submitted = 0
         self.waited_s = 0.0  # time the driver spent in `wait` (the rest of a phase is its own work)
         self.log: list[dict[str, Any]] = []  # per finished task: what the callers recorded (bench/scale.py)
@@ -84,6 +90,16 @@ class RayExecutor:
         import ray
 
         return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def node_capacity(self) -> int:
+        """The most CPUs one live node has: what a task holding several CPUs can ask for and still run."""
+        import ray
+
+        try:
+            cpus = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+        except Exception:  # a cluster that cannot say: one CPU, which any node has
+            return 1
+        return max([1, *cpus])
 
     def alive(self) -> int:
         """Worker slots alive now (CPUs of live nodes), for progress lines."""
@@ -143,6 +159,51 @@ class RayExecutor:
                 ray.cancel(r, force=True)
             except Exception:  # already finished, or its worker gone: nothing to stop
                 pass
+
+    # -- streaming tasks (a generator function: each value it yields reaches the driver as it comes) ----
+    def stream(self, fn: Callable[..., Any], *args: Any, cpus: int = 1, retries: int = 0) -> Any:
+        """Run the generator fn(*args) on a worker holding `cpus` CPUs; returns Ray's generator of
+        references (`next_ready` reads it). Not re-run by default when its worker dies: a re-run
+        would yield its values again from the first (the caller reports the death instead)."""
+        import ray
+
+        rf = self._streams.get((fn, retries, cpus))
+        if rf is None:
+            rf = self._streams[(fn, retries, cpus)] = ray.remote(num_cpus=cpus, max_retries=retries,
+                                                                  retry_exceptions=False)(fn)
+        self.submitted += 1
+        return rf.remote(*args)
+
+    def next_ready(self, gens: list[Any], timeout_s: float = WAIT_S) -> list[tuple[Any, str, Any]]:
+        """The next value of each generator among `gens` that has one (at most `timeout_s` later):
+        (gen, "ok", value), (gen, "end", None) when it has finished, or (gen, "died", why) when its
+        worker died; an exception the task raised is raised here."""
+        import ray
+        from ray import exceptions as rx
+
+        if not gens:
+            return []
+        t0 = time.monotonic()
+        try:
+            ready, _ = ray.wait(gens, num_returns=len(gens), timeout=timeout_s, fetch_local=True)
+        finally:
+            self.waited_s += time.monotonic() - t0
+        out: list[tuple[Any, str, Any]] = []
+        for g in ready:
+            try:
+                ref = next(g)
+            except StopIteration:
+                out.append((g, "end", None))
+                continue
+            try:
+                out.append((g, "ok", ray.get(ref)))
+            except rx.RayTaskError as e:
+                raise e.as_instanceof_cause() from None
+            except (rx.WorkerCrashedError, rx.NodeDiedError, rx.OutOfMemoryError, rx.ObjectLostError,
+                    rx.RaySystemError, rx.TaskCancelledError) as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                out.append((g, "died", f"{type(e).__name__}: {first[:200]}"))
+        return out
 
     def note(self, **rec: Any) -> None:
         rec.setdefault("t", time.monotonic())

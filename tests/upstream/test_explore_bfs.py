@@ -5,8 +5,9 @@ abstraction (upstream/sched/bfs.py), the walks' oracle and counterexample output
 On 0.5.13 with #23174's fix reverted the search finds `no_prefill_oom`, its counterexample no
 longer than the walks' shrunk one from the same seed, and the reproducer it writes reproduces; on
 the 0.5.13 release the same point holds to a small depth with its count of distinct states; a
-state cap that stops the search gives `unknown (partial)`, exit 3, never `holds`. Small depths,
-fixed seeds, no wall-clock asserts.
+state cap that stops the search gives `unknown (partial)`, exit 3, never `holds`. Over several
+points (`--points N`) the verdict says at how many points a property held, and a cut point makes it
+unknown (partial). Small depths, fixed seeds, no wall-clock asserts.
 """
 
 from __future__ import annotations
@@ -84,8 +85,39 @@ def test_the_state_cap_gives_unknown_never_holds(sched_root: Path, tmp_path: Pat
     assert "unknown (partial): the state cap 5 was hit at depth" in line and "holds" not in line, text
 
 
+def test_bfs_over_points_says_at_how_many_points_it_held(sched_root: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`--points 3`: the parameter points of seeds 124..126, a search each (two shards): #23174's
+    OOM at the point of seed 125 alone, conservation held at each point to the depth - for those
+    points, never for the config; a state cap that cuts two of the points is unknown (partial)."""
+    pts = ["--sglang", "==0.5.13", "--config", "hybrid_swa", "--property", "no_prefill_oom", "--property",
+           "conservation", "--search", "bfs", "--seed", "124", "--points", "3", "--depth", "5"]
+    code, text = _explore([*pts, "--revert", "chunked_swa_page_reserve", "--jobs", "2"], tmp_path / "o", capsys)
+    assert code == 1, text
+    assert re.search(r"no_prefill_oom +violated: SGLang raised: Out of memory.*\(shortest counterexample: 3 iterations, "
+                     r"breadth-first from the parameter point of seed 125; violated at 1 of the 3 points \(seed 125\)",
+                     text), text
+    assert re.search(r"conservation +holds to depth 5 at each of the 3 parameter points of seeds 124\.\.126 on their "
+                     r"explored abstract states \(\d+ distinct states.*not a proof for the config", text), text
+    points = [x for x in text.splitlines() if x.startswith("  point of seed ")]
+    assert [int(x.split()[3]) for x in points] == [124, 125, 126], text
+    assert "no_prefill_oom violated at depth 3" in points[1] and "violated" not in points[0] + points[2], points
+    from checker.traces import itf
+
+    tr = itf.read(tmp_path / "o" / "no_prefill_oom.itf.json", check=False)
+    assert tr.depth == 3 and tr.meta["explore"]["seed"] == 125
+    code, text = _explore([*pts, "--property", "conservation", "--max-states", "10", "--jobs", "1"], tmp_path / "cap", capsys)
+    assert code == 3, text
+    line = next(x for x in text.splitlines() if x.startswith("conservation"))
+    assert re.search(r"unknown \(partial\): holds to depth 5 at 1 of the 3 points; the state cap 10 was hit at 2 "
+                     r"\(seeds 124, 125\)", line), line
+    assert "at each of" not in text, text
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--search", "bfs", "--walks", "3"], "--walks 3 with --search bfs"),
+    (["--search", "bfs", "--points", "0"], "--points 0: expected a positive integer"),
+    (["--points", "2"], "--points 2 without --search bfs"),
     (["--search", "bfs", "--compare-model"], "--compare-model with --search bfs"),
     (["--search", "bfs", "--max-states", "0"], "--max-states 0"),
     (["--search", "dfs"], "invalid choice: 'dfs'"),

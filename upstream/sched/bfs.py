@@ -3,7 +3,9 @@
 abstraction (issue 61 item 3). Imported only in the worker subprocess whose PYTHONPATH selects one
 release (upstream/sched/explore.py::main hands it the job).
 
-One parameter point (the one walk seed `--seed` draws: explore.py::draw_params), then, from the
+One parameter point per search (the one walk seed draws: explore.py::draw_params; `--points N`
+runs a search for each of N seeds' points, one after the other in a worker or in separate
+shards: explore.py::_bfs_job, each independent of the others), then, from the
 scheduler's initial state, every environment event choice a walk could draw at an iteration
 (explore.py::draw_events, enumerated instead of sampled: `choices`): each request not yet sent
 arrives or not; each streaming session whose turn finished closes, sends its next turn with each

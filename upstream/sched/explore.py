@@ -7,9 +7,12 @@ upstream/explore.py).
 release a source tree maps to: its revert texts), "source" (a source tree's folder, or null), "config", "preset",
 "seeds": [...], "depth", "props": [...], "deadline" (epoch seconds), "shrink", "progress_bound",
 "compare_model" (upstream/sched/compare.py: the model's step beside each iteration), "aborts",
-and for `--search bfs` "search": "bfs", "max_states", "bfs_jobs": upstream/sched/bfs.py on the first
-seed's parameter point, emitting {"kind": "bfs_level", ...} per depth, the `found` events unshrunk
-and {"kind": "bfs", ...} (the search's summary) before `done`},
+and for `--search bfs` "search": "bfs", "max_states", "bfs_jobs": upstream/sched/bfs.py on each
+seed's parameter point in turn (a point each, independent of the others), emitting per point
+{"kind": "bfs_level", "seed", ...} per depth, the `found` events unshrunk and {"kind": "bfs", "seed",
+...} (the point's summary; {"kind": "bfs", "seed", "skipped": "budget"} for a point not started)
+before `done`; with "KVMC_EXPLORE_PARENT" in its environment (a Ray task started it) the worker
+dies with that process},
 and prints one JSON line per event on stdout: {"kind": "ready", "import_seconds"}, {"kind": "walk",
 "seed", "steps", "seconds", "sglang_seconds", "compare" (with compare_model)}, {"kind": "found", ...} (the shrunk counterexample),
 {"kind": "error", ...} (kvmc could not drive the release: never a finding), {"kind": "done"}.
@@ -526,6 +529,13 @@ def main() -> int:
 
     global _CHANNEL
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it ends this process with SIGTERM
+    parent = os.environ.pop("KVMC_EXPLORE_PARENT", None)
+    if parent:  # started by a Ray task (upstream/explore.py::run_shard_on_worker): it dies with that worker
+        from .bfs import _die_with_parent
+
+        _die_with_parent()
+        if os.getppid() != int(parent):  # the worker died before the line above took effect
+            return 0
     _CHANNEL = os.fdopen(os.dup(1), "w")  # one JSON line per event; whatever SGLang prints goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -593,31 +603,40 @@ def main() -> int:
 
 
 def _bfs_job(job: dict[str, Any], cfg: Any, design: Any, active: list[str], bound: int) -> None:
-    """`--search bfs`: the parameter point of the job's one seed, searched breadth-first; each
-    property's first (shortest) counterexample re-run on a fresh scheduler and reported as a walk's
-    is (`found`, unshrunk), then the search's summary (`bfs`)."""
+    """`--search bfs`: the parameter point of each of the job's seeds, searched breadth-first one
+    after the other (each from all of `active`: a point's search does not depend on which other
+    points share its worker, so the verdict is the same however the points are dealt); per point,
+    each property's first (shortest) counterexample re-run on a fresh scheduler and reported as a
+    walk's is (`found`, unshrunk), then the point's summary (`bfs`). A point whose turn comes after
+    the deadline is reported not started (`bfs` with "skipped")."""
     from . import bfs, harness
 
-    seed = job["seeds"][0]
-    try:
-        params = draw_params(cfg, design, random.Random(seed))
-        res = bfs.search(cfg, params, active, bound, design, int(job["depth"]), int(job["max_states"]),
-                         float(job["deadline"]), aborts=bool(job.get("aborts")), jobs=int(job.get("bfs_jobs", 1)),
-                         emit=_emit, ex=sys.modules[__name__])
-    except (ExploreError, harness.HarnessError, harness.NotReplayable) as e:
-        _emit({"kind": "error", "seed": seed, "message": str(e)})
-        return
-    except Exception as e:  # noqa: BLE001 - kvmc's own failure: an error, never a finding
-        _emit({"kind": "error", "seed": seed, "message": f"kvmc internal error: {type(e).__name__}: {e}\n"
-               + traceback.format_exc(limit=12)})
-        return
-    for prop, (steps, evidence, depth) in sorted(res.pop("found").items(), key=lambda kv: PROPS.index(kv[0])):
-        r = Run()
-        r.steps, r.violation = steps, (prop, evidence)
-        f = _found(dict(job, shrink=False), cfg, design, seed, params, r, (active, bound, design))
-        f["search"], f["found_at_depth"] = "bfs", depth
-        _emit(f)
-    _emit({"kind": "bfs", "seed": seed, "params": params.as_dict(), **res})
+    for seed in job["seeds"]:
+        if time.time() >= job["deadline"]:
+            _emit({"kind": "bfs", "seed": seed, "skipped": "budget"})
+            continue
+        try:
+            params = draw_params(cfg, design, random.Random(seed))
+            tagged = (lambda ev, _s=seed: _emit(dict(ev, seed=_s)))
+            res = bfs.search(cfg, params, list(active), bound, design, int(job["depth"]), int(job["max_states"]),
+                             float(job["deadline"]), aborts=bool(job.get("aborts")), jobs=int(job.get("bfs_jobs", 1)),
+                             emit=tagged, ex=sys.modules[__name__])
+        except (ExploreError, harness.HarnessError, harness.NotReplayable) as e:
+            _emit({"kind": "error", "seed": seed, "message": str(e)})
+            return
+        except Exception as e:  # noqa: BLE001 - kvmc's own failure: an error, never a finding
+            _emit({"kind": "error", "seed": seed, "message": f"kvmc internal error: {type(e).__name__}: {e}\n"
+                   + traceback.format_exc(limit=12)})
+            return
+        for prop, (steps, evidence, depth) in sorted(res.pop("found").items(), key=lambda kv: PROPS.index(kv[0])):
+            r = Run()
+            r.steps, r.violation = steps, (prop, evidence)
+            f = _found(dict(job, shrink=False), cfg, design, seed, params, r, (active, bound, design))
+            f["search"], f["found_at_depth"] = "bfs", depth
+            _emit(f)
+            if f["kind"] == "error":
+                return
+        _emit({"kind": "bfs", "seed": seed, "params": params.as_dict(), **res})
 
 
 def _found(job: dict[str, Any], cfg: Any, design: Any, seed: int, params: Any, r: Run, oracle_args: tuple) -> dict[str, Any]:
