@@ -129,11 +129,24 @@ FIXES: dict[str, Fix] = {
             "swa_leaf_window_cap",
             26919,
             "",
-            "v0.5.16",
+            "v0.5.13",
             "UnifiedRadixCache's SWA component caps a new in-window leaf at T = ceil_page(W): a longer one is split into "
             "[.., end - T) and [end - T, end), both live, so a lock at the leaf pins one window of SWA "
-            "(_maybe_split_leaf_for_swa_lock; the hybrid-SWA default cache since #30468, v0.5.16)",
+            "(0.5.13:mem_cache/unified_cache_components/swa_component.py::_maybe_split_leaf_for_swa_lock; not in "
+            "0.5.12.post1's). A rule of the unified tree only (`leaf_window_cap`): with HiCache from v0.5.13, on every "
+            "hybrid-SWA config once the unified tree is the default (`unified_radix_default`, v0.5.16); found by "
+            "`kvmc explore --compare-model` on 0.5.13's hybrid_swa_hicache (56 of 300 walks departed without it)",
             off="SWARadixCache: the new in-window part is one node (SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT defaults False)",
+        ),
+        Fix(
+            "unified_radix_default",
+            30468,
+            "",
+            "v0.5.16",
+            "hybrid SWA without HiCache builds UnifiedRadixCache, so the unified tree's own rules (`leaf_window_cap`) "
+            "hold on every hybrid-SWA config; with HiCache the tree is UnifiedRadixCache from v0.5.12.post1 "
+            "(UnifiedRadixCache.init_hicache) either way",
+            off="hybrid SWA without HiCache builds SWARadixCache",
         ),
         Fix(
             "swa_tombstone_leaf_kept",
@@ -587,7 +600,9 @@ _V0511 = {
 # keeps it off (docs/releases.md §A.9: one of the 0.5.18 facts current lacks).
 _V0512 = {**_V0511, "chunk_end_page_align": "on", "enqueue_clip_max_new": "on", "admission_free_rows": "on",
           "chunked_req_scheduled_last_iter": "on", "swa_clears_batch_is_full": "on"}
-_V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on"}
+# swa_leaf_window_cap from v0.5.13: 0.5.13's UnifiedRadixCache (the HiCache + hybrid-SWA tree) caps a new leaf
+_V0513 = {**_V0512, "spec_topk_busy_check": "on", "swa_hostload_budget": "on", "chunked_input_gate": "on",
+          "swa_leaf_window_cap": "on"}
 
 # The release presets v0.5.18 ... v0.5.23 (issue 27), from docs/releases.md section C: each flag on
 # from the first release whose wheel ships it. The flags of a mechanism kvmc does not model in a
@@ -603,7 +618,7 @@ _V0518 = {
     "evict_shortfall": "on",  # #32016 (v0.5.17)
     "enqueue_clip_max_new": "on",  # #25126 (v0.5.12.post1)
     "swa_release_threshold": "max_w_ps",  # #29860 (v0.5.15.post1)
-    "swa_leaf_window_cap": "on",  # #26919 (unified cache, v0.5.16)
+    "unified_radix_default": "on",  # #30468 (v0.5.16): the unified tree for every hybrid-SWA model
     "swa_tombstone_leaf_kept": "on",  # #29351 (v0.5.15.post1)
     "swa_tombstone_parent_kept": "on",  # UnifiedRadixCache (#30468, v0.5.16): kvmc conform on 0.5.18
     "unfinished_swa_release": "rematch",  # #29350 + #27402, default on since #34653 (v0.5.18)
@@ -668,3 +683,10 @@ def preset(name: str) -> Design:
         return PRESETS[name]
     except KeyError:
         raise KeyError(f"unknown design {name!r}; expected one of {list(PRESETS)}") from None
+
+
+def leaf_window_cap(cfg: object, design: Design) -> bool:
+    """Whether a new in-window leaf is capped at one page-aligned window (`swa_leaf_window_cap`): a rule
+    of UnifiedRadixCache, which a hybrid-SWA config runs on with HiCache, or once it is the default."""
+    return bool(getattr(cfg, "hybrid_swa")) and design.on("swa_leaf_window_cap") and (
+        bool(getattr(cfg, "hicache")) or design.on("unified_radix_default"))

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import allocator
+from .designs import leaf_window_cap
 from .state import OOM_ASSERT, ROOT, State
 from .transition import Ctx, transition
 
@@ -760,7 +761,7 @@ def insert(x: Ctx, s: State, r: int, prev_prefix_len: Any, end: Any, swa_evicted
         create_tomb = x.and_(tomb_len > 0, norm_len > 0)
     free_full = free_full + x.ite(nothing, tomb_len, 0)
     create_norm = norm_len > 0
-    if hybrid and x.on("swa_leaf_window_cap"):
+    if hybrid and leaf_window_cap(x.cfg, x.design):
         cap = x.ceil_page(x.p.sliding_window_size)  # #26919: one page-aligned window
         capped = x.and_(create_norm, norm_len > cap)
         head_len, tail_len = x.ite(capped, norm_len - cap, norm_len), cap

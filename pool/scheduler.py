@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from model.config import Config, Params
-from model.designs import Design
+from model.designs import Design, leaf_window_cap
 
 from .allocator import I64, HostPool, PlainAllocator, PoolError, ReqToTokenPool, RingSWAAllocator, SWAAllocator
 from .choices import Chooser
@@ -372,7 +372,7 @@ class Scheduler:
         self.tree = RadixTree(self.alloc, ps, self.hybrid, params.sliding_window_size, self.host, self.device,
                               self.mutant, self.next_atom)
         self.tree.segment_lock = design.on("swa_segment_lock")
-        self.tree.leaf_window_cap = self.hybrid and design.on("swa_leaf_window_cap")  # an SWA-component rule
+        self.tree.leaf_window_cap = leaf_window_cap(cfg, design)  # a rule of the unified tree's SWA component
         self.tree.tombstone_leaf_kept = design.on("swa_tombstone_leaf_kept")
         self.tree.tombstone_parent_kept = self.hybrid and design.on("swa_tombstone_parent_kept")
         if not cfg.swa_ring:

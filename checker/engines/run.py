@@ -48,6 +48,8 @@ FIX_FEATURES: dict[str, tuple[str, ...]] = {
     "swa_budget_split": ("hybrid_swa",),
     "swa_window_headroom": ("hybrid_swa",),
     "finish_checkpoint": ("hybrid_swa",),
+    "unified_radix_default": ("hybrid_swa",),
+    "swa_leaf_window_cap": ("hybrid_swa",),
 }
 
 

@@ -24,9 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def pool_flags() -> set[str]:
-    """The fix flags the torch pool reads (pool/*.py `design.on("X")` / `design.variant("X")`)."""
+    """The fix flags the torch pool reads (pool/*.py `design.on("X")` / `design.variant("X")`, or a
+    model/designs.py rule of them)."""
     src = "".join(p.read_text() for p in (ROOT / "pool").glob("*.py"))
-    return set(re.findall(r'design\.(?:on|variant)\("([a-z0-9_]+)"\)', src))
+    # and through model/designs.py's rules of several flags
+    helpers = {"leaf_window_cap": ("swa_leaf_window_cap", "unified_radix_default")}
+    read = {f for h, fs in helpers.items() if re.search(rf"\b{h}\(cfg, design\)", src) for f in fs}
+    return set(re.findall(r'design\.(?:on|variant)\("([a-z0-9_]+)"\)', src)) | read
 
 
 # Fixes whose model behaviour the pool does not have yet (it implements them "off"): a walk with

@@ -61,9 +61,13 @@ def test_swa_release_threshold(variant: str | None, e20: int, e22: int) -> None:
 S_CAP = _swa_cfg(4, 5, 20, 4)
 
 
-@pytest.mark.parametrize("cap, nodes, swa_ev, swa_prot", [(None, (20, 0), 0, 20), ("on", (12, 8), 12, 8)])
-def test_swa_leaf_window_cap(cap: str | None, nodes: tuple[int, int], swa_ev: int, swa_prot: int) -> None:
-    run = drive(S_CAP, CURRENT.with_fix("swa_leaf_window_cap", cap), [ARRIVE0])
+# The cap is the unified tree's: without HiCache a hybrid-SWA config runs on it only from #30468
+# (`unified_radix_default`); on SWARadixCache the flag changes nothing (model/designs.py::leaf_window_cap).
+@pytest.mark.parametrize("cap, unified, nodes, swa_ev, swa_prot", [
+    (None, "on", (20, 0), 0, 20), ("on", "on", (12, 8), 12, 8), ("on", None, (20, 0), 0, 20)])
+def test_swa_leaf_window_cap(cap: str | None, unified: str | None, nodes: tuple[int, int], swa_ev: int,
+                             swa_prot: int) -> None:
+    run = drive(S_CAP, CURRENT.with_fix("unified_radix_default", unified).with_fix("swa_leaf_window_cap", cap), [ARRIVE0])
     s, c = run.states[1], run.counters(1)
     assert (s.kv_committed_len[0], s.cache_protected_len[0]) == (20, 20)
     assert s.node_len[:2] == nodes and not any(s.node_swa_tombstone)

@@ -60,6 +60,7 @@ import time
 import traceback
 from typing import Any
 
+from model.designs import leaf_window_cap
 from model.state import CHUNKED, FINISHED, NEW, OOM_NONE, RUNNING, WAITING
 
 # the properties explore checks, in the order a step is judged (the first violated one is reported)
@@ -101,7 +102,7 @@ def _warm_fits(cfg: Any, design: Any, p: Any) -> bool:
         need = sum(-(-L // cfg.page_size) * cfg.page_size for L in p.warm_len)
         if need > p.full_tokens or (cfg.hybrid_swa and need > p.swa_tokens):
             return False
-    if not (cfg.hybrid_swa and design.on("swa_leaf_window_cap") and cfg.warm_atoms):
+    if not (leaf_window_cap(cfg, design) and cfg.warm_atoms):
         return True
     cap = -(-p.sliding_window_size // cfg.page_size) * cfg.page_size
     return all(L <= cap for L in p.warm_len)
