@@ -496,6 +496,7 @@ class RadixTree:
         node, pos, last = self.root, 0, self.root
         rewrite: list[tuple[int, torch.Tensor]] = []
         m = self.alloc.full_to_swa_index_mapping if self.hybrid else None
+        walked: list[TreeNode] = []  # device nodes of the walk: what an insert that makes no node backs up
         while True:
             c = self._child(node, tokens, pos, owner)
             if c is None:
@@ -512,6 +513,8 @@ class RadixTree:
                 # (update_component_on_insert_overlap branch 2 / recover_after_unevict)
                 c = self._split_node(c, E - st)
                 en = E
+            if c.value is not None:
+                walked.append(c)
             if st >= prev_prefix_len:  # the request computed these tokens itself
                 mine = row(st, en)
                 holds_all_swa = E <= st
@@ -539,6 +542,14 @@ class RadixTree:
         new_len = max(0, end - start)
         tomb_len = min(max(0, min(E, end) - start), new_len) if (self.hybrid and swa_evicted_seqlen is not None) else 0
         norm_len = new_len - tomb_len
+        makes = new_len > 0 and not (tomb_len > 0 and norm_len == 0 and not self.tombstone_leaf_kept)
+        if backup and not makes:
+            # the walk still counts a hit on each device node it passes, and one at the write-through
+            # threshold is backed up (0.5.13 `_insert_helper` -> `_inc_hit_count`; 0.5.23
+            # `_finish_insert_walk_node` -> `_inc_hit_count_and_check`)
+            for a in walked:
+                if a.host_value is None:
+                    self.write_backup(a, len(a))
         if tomb_len > 0 and norm_len == 0 and not self.tombstone_leaf_kept:  # all out of the window: not inserted
             self.alloc.free(row(start, start + tomb_len))
         elif new_len > 0:

@@ -288,7 +288,9 @@ def read(path: str | Path, check: bool = True, warn: bool = True) -> Trace:
 
 # Design flags added after traces were checked in, with the variant every design had before (the
 # model behaved so): a trace without the flag reads as one with it at that variant.
-LATER_FIXES = {"uncached_skips_released_req": "on", "swa_release_page_margin": "on"}
+LATER_FIXES = {"uncached_skips_released_req": "on", "swa_release_page_margin": "on",
+               # before the flag, `swa_leaf_window_cap` alone decided the cap (a1df439 split it by tree)
+               "unified_radix_default": "on"}
 
 # State fields added after traces were checked in, with the value they had in every state before
 # (the feature did not exist): a trace without them reads as one with them at that value.

@@ -2,7 +2,12 @@
 reserve, written with plain `if` / `min` / `max` (docs/patches/swa_reserve.py), is unchanged on
 every property checked; the variant that never defers the chunk (swa_reserve_floor.py) newly breaks
 `no_prefill_oom`, with a counterexample that `kvmc show` prints and the torch pool reproduces with
-the patch in it (`kvmc replay`, the add_chunked_req hook)."""
+the patch in it (`kvmc replay`, the add_chunked_req hook).
+
+The floor variant is reviewed with the BMC (the patch's z3 interpretation, the shortest
+counterexample); the safe one with the explicit engine at the same depth, whose search of the same
+config breaks the floor variant there too (asserted here), so its "unchanged" can fail. A side of
+a BMC review of hybrid_swa at depth 2 costs about four times an explicit one."""
 
 from __future__ import annotations
 
@@ -18,18 +23,23 @@ COMMON = ["--config", "hybrid_swa", "--property", "no_prefill_oom", "--depth", "
           "--jobs", "1", "--format", "json"]
 
 
-def _review(capsys: pytest.CaptureFixture[str], patch: str, out: Path) -> tuple[int, dict, str]:
-    rc = main(["review", "--head-patch", str(GUIDE / patch), *COMMON, "--out", str(out)])
+def _review(capsys: pytest.CaptureFixture[str], patch: str, out: Path, engine: str = "bmc") -> tuple[int, dict, str]:
+    rc = main(["review", "--head-patch", str(GUIDE / patch), *COMMON, "--engine", engine, "--out", str(out)])
     o, err = capsys.readouterr()
     return rc, json.loads(o) if o.strip().startswith("{") else {}, err
 
 
 def test_guide_change_reviewed_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, data, err = _review(capsys, "swa_reserve.py", tmp_path / "safe")
+    rc, data, err = _review(capsys, "swa_reserve.py", tmp_path / "safe", "explicit")
     assert rc == 0, err
     (row,) = data["properties"]
     assert row["change"] == "unchanged" and row["head"]["verdict"] == "holds to depth", row
     assert data["head"] == "current+swa_reserve"
+    # the same explicit search breaks the floor variant: the safe one's "unchanged" is not for want of looking
+    rc, data, err = _review(capsys, "swa_reserve_floor.py", tmp_path / "floor-explicit", "explicit")
+    assert rc == 1, err
+    (row,) = data["properties"]
+    assert row["change"] == "newly broken" and row["head"]["configs"]["hybrid_swa"]["depth"] == 2, row
 
     rc, data, err = _review(capsys, "swa_reserve_floor.py", tmp_path / "floor")
     assert rc == 1, err

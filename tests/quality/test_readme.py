@@ -1,8 +1,9 @@
 """The README is a user's first page: it fits on a few screens, and its commands run as shown.
 
-Every `kvmc` command in a fenced `sh` block runs, in order, in a scratch directory (the quick
-start's check first: the later commands read the trace it writes), unless its line ends in
-`# minutes`; those, and every `kvmc` command in the tables, are parsed by kvmc's own parser and
+Every `kvmc` command in a fenced `sh` block runs in a scratch directory, each block's commands in
+order, unless its line ends in `# minutes`. The blocks run side by side, except that a block naming
+`kvmc-out/` starts after the quick start's block (its check writes the trace those commands read);
+the `# minutes` commands, and every `kvmc` command in the tables, are parsed by kvmc's own parser and
 their designs, fixes, mutants, configs and properties must exist. A command that runs must exit 0,
 or 1 where it reports a violation, and never with a usage error, an internal error or a traceback.
 """
@@ -24,17 +25,24 @@ MAX_LINES = 250
 LONG = "# minutes"
 
 
-def fenced_commands(text: str) -> list[tuple[str, bool]]:
-    """(the `kvmc ...` command, whether the README marks it long) per fenced sh line, in order."""
-    out: list[tuple[str, bool]] = []
+def fenced_blocks(text: str) -> list[list[tuple[str, bool]]]:
+    """Per fenced sh block, in order: (the `kvmc ...` command, whether the README marks it long) per line."""
+    out: list[list[tuple[str, bool]]] = []
     for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
+        cmds: list[tuple[str, bool]] = []
         for line in block.splitlines():
             line, _, comment = line.partition(" #")
             for part in line.split("&&"):  # `kvmc sglang install V && kvmc explore ...`: two commands
                 part = part.strip()
                 if part.startswith("kvmc "):
-                    out.append((part, LONG in "#" + comment))
+                    cmds.append((part, LONG in "#" + comment))
+        out.append(cmds)
     return out
+
+
+def fenced_commands(text: str) -> list[tuple[str, bool]]:
+    """(the `kvmc ...` command, whether the README marks it long) per fenced sh line, in order."""
+    return [c for block in fenced_blocks(text) for c in block]
 
 
 def table_commands(text: str) -> list[str]:
@@ -104,15 +112,34 @@ def sglang_installed() -> None:
 
 
 def test_the_readme_commands_run_as_shown(tmp_path: Path, sglang_installed: None) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     (tmp_path / "counterexamples").symlink_to(ROOT / "counterexamples")
     env = dict(os.environ, NO_COLOR="1")
+    blocks = [[c for c, long in b if not long] for b in fenced_blocks(README.read_text())]
+    blocks = [b for b in blocks if b]
+    assert blocks and blocks[0][0].startswith("kvmc check"), blocks[:1]
+
+    def run(block: list[str]) -> list[tuple[str, int, str]]:
+        done = []
+        for cmd in block:  # in order: `patch check` reads the file `patch new` writes
+            p = subprocess.run(_kvmc() + shlex.split(cmd)[1:], cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=600)
+            done.append((cmd, p.returncode, p.stderr))
+            if p.returncode not in (0, 1):
+                break
+        return done
+
+    first, rest = blocks[0], blocks[1:]
+    later = [b for b in rest if any("kvmc-out/" in c for c in b)]  # they read what the quick start's check writes
+    with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
+        now = [pool.submit(run, b) for b in rest if b not in later]
+        results = run(first)
+        after = [pool.submit(run, b) for b in later]
+        results += [r for f in now + after for r in f.result()]
     ran = []
-    for cmd, long in fenced_commands(README.read_text()):
-        if long:
-            continue
-        p = subprocess.run(_kvmc() + shlex.split(cmd)[1:], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=600)
-        assert p.returncode in (0, 1) and "Traceback" not in p.stderr, (cmd, p.returncode, p.stderr[-2000:])
+    for cmd, rc, err in results:
+        assert rc in (0, 1) and "Traceback" not in err, (cmd, rc, err[-2000:])
         ran.append(cmd)
     quick = tmp_path / "kvmc-out/current-without-session_active/sessions/busy_check_sound.itf.json"
     assert quick.exists()  # the path the quick start's paragraph names
