@@ -161,7 +161,9 @@ def test_corpus_on_the_newest_releases(version: str) -> None:
         elif f == "v0.5.10.post1/mixed/no_decode_oom.itf.json":  # findings #8: #22495's page reserve admits less
             assert (o["status"], o["step"]) == (sr.DIVERGED, 2), sr.line(o)
         elif f == "v0.5.13/hybrid_swa_mixed/no_decode_oom.itf.json":  # findings #9 on v0.5.13's tree (0.5.18+ splits it)
-            assert (o["status"], o["step"]) == (sr.DIVERGED, 1), sr.line(o)
+            # step 1 (the first admission) or step 2, where 0.5.23's tree has split the chunk's path
+            # past the model's chain (the trace as regenerated with 0.5.13's leaf window cap)
+            assert o["status"] == sr.DIVERGED and o["step"] in (1, 2), sr.line(o)
         elif f == "v0.5.21/hybrid_swa_mixed/no_decode_oom.itf.json":  # findings #9: 0.5.22's check makes the batch sit out
             if version in ("0.5.22", "0.5.23"):
                 assert (o["status"], o["step"]) == (sr.DIVERGED, 2) and o["field"].startswith("in_last_batch"), sr.line(o)
