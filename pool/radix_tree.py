@@ -542,15 +542,15 @@ class RadixTree:
         new_len = max(0, end - start)
         tomb_len = min(max(0, min(E, end) - start), new_len) if (self.hybrid and swa_evicted_seqlen is not None) else 0
         norm_len = new_len - tomb_len
-        makes = new_len > 0 and not (tomb_len > 0 and norm_len == 0 and not self.tombstone_leaf_kept)
-        if backup and not makes:
+        dropped = tomb_len > 0 and norm_len == 0 and not self.tombstone_leaf_kept  # all out of the window: not inserted
+        if backup and (dropped or new_len == 0):
             # the walk still counts a hit on each device node it passes, and one at the write-through
             # threshold is backed up (0.5.13 `_insert_helper` -> `_inc_hit_count`; 0.5.23
             # `_finish_insert_walk_node` -> `_inc_hit_count_and_check`)
             for a in walked:
                 if a.host_value is None:
                     self.write_backup(a, len(a))
-        if tomb_len > 0 and norm_len == 0 and not self.tombstone_leaf_kept:  # all out of the window: not inserted
+        if dropped:
             self.alloc.free(row(start, start + tomb_len))
         elif new_len > 0:
             parent = node
