@@ -4,7 +4,7 @@ code does to every property kvmc explores (parent side: imports no SGLang; each 
 
     kvmc review --sglang-base ==0.5.13 --sglang-head ~/src/sglang [--config C]... [--property P]...
                 [--seed S] [--walks N] [--depth D] [--budget SECONDS] [--jobs J] [--out DIR]
-                [--format text|json|markdown]
+                [--executor local|ray [--ray-address auto|HOST:PORT]] [--format text|json|markdown]
 
 REF_OR_DIR is `==VERSION` (an installed release), an SGLang source tree (upstream/source.py:
 a checkout's root with python/sglang/, or a folder with sglang/, uncommitted edits included), or a
@@ -25,10 +25,13 @@ Both sides are explored on each config with the same walk seeds S .. S+N-1, dept
 A walk's events depend on what SGLang did before (a session's next turn follows its finished
 one), so the same seed need not give the two sides the same events; running the one side's shrunk
 counterexample on the other side is what makes `newly broken` and `fixed` claims about the change
-rather than about the walks. Counterexample files (ITF, step table, reproducer) go under
-`<out>/head/<config>/` and `<out>/base/<config>/`. Exit status: 0 nothing newly broken, 1 some
-property newly broken, 2 bad input (one line, nothing written), 3 inconclusive, 4 kvmc could not
-drive a side (never a finding), 130 / 143 interrupted (no comparison is made from a part).
+rather than about the walks. `--executor ray`: each side's walk shards are Ray tasks, as
+`kvmc explore --executor ray` runs them (one Ray instance or cluster for the whole review; without
+--jobs, a shard per CPU of the cluster); the cross-checks run here. Counterexample files (ITF,
+step table, reproducer) go under `<out>/head/<config>/` and `<out>/base/<config>/`. Exit status:
+0 nothing newly broken, 1 some property newly broken, 2 bad input (one line, nothing written),
+3 inconclusive, 4 kvmc could not drive a side (never a finding), 130 / 143 interrupted (no
+comparison is made from a part).
 """
 
 from __future__ import annotations
@@ -55,7 +58,10 @@ def search_args(args: Any) -> SimpleNamespace:
     and config)."""
     a = SimpleNamespace(**{k: getattr(args, k, None) if getattr(args, k, None) is not None else v
                            for k, v in DEFAULTS.items()})
-    a.jobs = args.jobs if args.jobs is not None else 1
+    a.executor = getattr(args, "executor", "local")
+    a.ray_address = getattr(args, "ray_address", None)
+    # with --executor ray and no --jobs: the cluster's CPUs, known once Ray is up (cmd_sglang_review)
+    a.jobs = args.jobs if args.jobs is not None else (None if a.executor == "ray" else 1)
     a.property = list(args.property)
     a.revert = []
     a.progress_bound = 4
@@ -68,9 +74,15 @@ def search_args(args: Any) -> SimpleNamespace:
 def plan(args: Any, trees: contextlib.ExitStack | None = None) -> dict[str, Any]:
     """Both sides and every config checked: bad input raises UpstreamUsageError, nothing written
     (a git commit's tree is materialised under `trees`, which removes it)."""
+    from checker import executors
+
     from .explore import plan_for
     from .source import target
 
+    try:  # a bad --executor / --ray-address, or the ray extra missing: before anything else
+        executors.check_choice(getattr(args, "executor", "local"), getattr(args, "ray_address", None))
+    except executors.ExecutorError as e:
+        raise UpstreamUsageError(str(e)) from None
     if not args.sglang_base or not args.sglang_head:
         missing = "--sglang-head" if args.sglang_base else "--sglang-base"
         raise UpstreamUsageError(f"{missing}: expected with the other one (==VERSION, an SGLang source folder or "
@@ -141,7 +153,9 @@ def compare(pl: dict[str, Any], results: dict[tuple[str, str], dict[str, Any]],
     return rows
 
 
-def run(pl: dict[str, Any], say: Any) -> dict[str, Any]:
+def run(pl: dict[str, Any], say: Any, ex: Any = None) -> dict[str, Any]:
+    """Explore both sides on every config (`ex`: the Ray executor of `--executor ray`, None for
+    this machine's processes), then cross-check each side's counterexamples on the other side."""
     from .explore import explore, write_outputs
 
     t0 = time.time()
@@ -150,14 +164,15 @@ def run(pl: dict[str, Any], say: Any) -> dict[str, Any]:
     written: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
     doc: dict[str, Any] = {"base": pl["sides"]["base"].to_dict(), "head": pl["sides"]["head"].to_dict(),
                            "configs": pl["configs"], "seeds": [sa.seed, sa.seed + sa.walks - 1], "depth": sa.depth,
-                           "budget": sa.budget, "jobs": sa.jobs, "sides": [], "rows": [], "interrupted": None,
+                           "budget": sa.budget, "jobs": sa.jobs, "executor": "local" if ex is None else "ray",
+                           "sides": [], "rows": [], "interrupted": None,
                            "errors": []}
     for c in pl["configs"]:
         for side in ("base", "head"):
             p = pl["plans"][(side, c)]
             say(f"kvmc review: exploring the {side}, {p['target'].label()}, on {c} "
                 f"(seeds {sa.seed}..{sa.seed + sa.walks - 1}, depth {sa.depth}, budget {sa.budget:g} s)")
-            res = explore(p, sa)
+            res = explore(p, sa, ex=ex)
             results[(side, c)] = res
             doc["sides"].append({"side": side, "config": c, "walks": res["walks"], "steps": res["steps"],
                                  "seconds": res["seconds"], "found": sorted(res["found"]),
@@ -206,7 +221,8 @@ def _name(t: dict[str, Any]) -> str:
 def render_text(doc: dict[str, Any]) -> str:
     out = [f"kvmc review  base: {_name(doc['base'])}  ->  head: {_name(doc['head'])}",
            f"SGLang's own scheduler explored: seeds {doc['seeds'][0]}..{doc['seeds'][1]}, depth {doc['depth']}, "
-           f"budget {doc['budget']:g} s per side and config, configs: {', '.join(doc['configs'])}  [{doc['seconds']:.1f}s]"]
+           f"budget {doc['budget']:g} s per side and config, configs: {', '.join(doc['configs'])}, {doc['jobs']} "
+           f"job{'s' if doc['jobs'] != 1 else ''}{' on Ray' if doc['executor'] == 'ray' else ''}  [{doc['seconds']:.1f}s]"]
     for s in doc["sides"]:
         out.append(f"  {s['side']} on {s['config']}: {s['walks']} walks (seeds {s['walked_seeds']}), {s['steps']} "
                    f"SGLang iterations, {s['seconds']} s")
@@ -253,18 +269,30 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 def cmd_sglang_review(args: Any) -> int:
     """`kvmc review --sglang-base/--sglang-head` (dispatched by checker/cli/review.py)."""
+    from checker import executors
+
     with contextlib.ExitStack() as trees:  # a CHECKOUT@REF side's temporary tree lives as long as the review
         try:
             pl = plan(args, trees)
         except UpstreamUsageError as e:
             print(f"kvmc: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        return _review(args, pl)
+        sa = pl["args"]
+        try:
+            # one Ray instance (or cluster) for both sides; a local one started here is shut down
+            # after the review, also on an error or an interrupt (checker/executors/__init__.py::use)
+            with executors.use(sa.executor, sa.ray_address) as ex:
+                if sa.jobs is None:  # --executor ray without --jobs: a shard per CPU of the cluster
+                    sa.jobs = ex.capacity() if ex is not None else 1
+                return _review(args, pl, ex)
+        except executors.ExecutorError as e:  # Ray that cannot start or be reached
+            print(f"kvmc: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
 
 
-def _review(args: Any, pl: dict[str, Any]) -> int:
+def _review(args: Any, pl: dict[str, Any], ex: Any = None) -> int:
     quiet = args.progress == "none" or args.format == "json"
-    doc = run(pl, (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True)))
+    doc = run(pl, (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True)), ex)
     if args.format == "json":
         print(json.dumps(doc, indent=1, default=str))
     elif args.format == "markdown":

@@ -758,8 +758,7 @@ def cmd_review(args: Any) -> int:
 _MODEL_ONLY = {"base": "current", "head": None, "without": [], "with_": [], "base_without": [], "base_with": [],
                "head_without": [], "head_with": [], "mutant": [], "base_mutant": [], "head_mutant": [],
                "base_patch": [], "head_patch": [], "base_rev": None, "head_rev": None, "engine": "bmc",
-               "no_prove": False, "no_minimize": False, "timeout": None, "without_lemma": [], "junit": None,
-               "executor": "local", "ray_address": None}
+               "no_prove": False, "no_minimize": False, "timeout": None, "without_lemma": [], "junit": None}
 
 
 def _sglang_review(args: Any) -> int:

@@ -163,6 +163,18 @@ def test_bad_executor_options_are_one_line_before_any_work(args: list[str], says
     assert not o and not (tmp_path / "o").exists()
 
 
+def test_review_bad_executor_is_one_line_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from upstream import explore
+
+    monkeypatch.setattr(explore, "explore", lambda *a, **k: pytest.fail("work started"))
+    code = main(["review", "--sglang-base", "==0.5.13", "--sglang-head", "==0.5.13", "--executor", "dask",
+                 "--out", str(tmp_path / "o")])
+    o, err = capsys.readouterr()
+    assert code == 2 and "--executor 'dask': expected one of local, ray" in err and len(err.strip().splitlines()) == 1, err
+    assert not o and not (tmp_path / "o").exists()
+
+
 def test_without_the_ray_extra(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as on an install without the extra
     code = main(["explore", "--sglang", "==0.5.13", "--config", "hybrid_swa", "--executor", "ray",

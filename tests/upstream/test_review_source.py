@@ -6,13 +6,17 @@ TMP/python/sglang/): one as released, one with #23174's fix (`chunked_swa_page_r
 as a real edit of schedule_policy.py (upstream/sched/reverts.py::edit_tree, the runtime revert's
 text applied to the file). The review of the one against the other reports no_prefill_oom newly
 broken; the head's reproducer fails on the head tree (exit 0: reproduced) and does not reproduce
-on the base tree (AssertionError, exit 1). Bad input: one line, exit 2, nothing written. Small
+on the base tree (AssertionError, exit 1). The review's walks run as Ray tasks (`--executor ray`,
+a local instance started for the review and shut down after it) where the ray extra is installed
+(.ci/run installs it), else in local workers: the same walks either way
+(tests/upstream/test_explore_ray.py); tests/upstream/test_review_git_ref.py reviews locally. Bad input: one line, exit 2, nothing written. Small
 budgets, fixed seeds, no wall-clock asserts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -27,6 +31,7 @@ from checker.cli import main
 REPO = Path(__file__).resolve().parents[2]
 OOM_SEEDS = ["--seed", "120", "--walks", "10", "--depth", "12"]  # seed 125 breaks no_prefill_oom without #23174
 POLICY = Path("python", "sglang", "srt", "managers", "schedule_policy.py")
+ON_RAY = importlib.util.find_spec("ray") is not None
 
 
 # -- without SGLang: versions, the mapping, the tree edit ------------------------------------------------
@@ -96,7 +101,8 @@ def reviewed(trees: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
         code = main(["review", "--sglang-base", str(ok), "--sglang-head", str(rev), "--config", "hybrid_swa",
-                     "--property", "no_prefill_oom", *OOM_SEEDS, "--out", str(out), "--format", "json"])
+                     "--property", "no_prefill_oom", *OOM_SEEDS, "--out", str(out), "--format", "json",
+                     *(["--executor", "ray", "--jobs", "1"] if ON_RAY else [])])
     return code, json.loads(buf.getvalue()), out
 
 
@@ -104,6 +110,7 @@ def test_review_of_the_reverted_tree_reports_no_prefill_oom_newly_broken(reviewe
                                                                       trees: tuple[Path, Path]) -> None:
     code, doc, out = reviewed
     assert code == 1, doc
+    assert (doc["executor"], doc["jobs"]) == ("ray" if ON_RAY else "local", 1), doc
     (row,) = doc["rows"]
     assert (row["config"], row["property"], row["change"]) == ("hybrid_swa", "no_prefill_oom", "newly broken"), row
     assert row["base"] == "no violation in 10 walks" and row["head"].startswith("violated (seed 125")
