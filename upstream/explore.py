@@ -247,20 +247,27 @@ WORKER = [sys.executable, "-W", "ignore", "-m", "upstream.sched.explore"]
 
 class _Workers:
     """The shards as worker processes of this machine, each in its own session (a terminal's Ctrl-C
-    reaches the parent only; the parent ends them with SIGTERM)."""
+    reaches the parent only; the parent ends them with SIGTERM). Inside `serve.shared_workers()`
+    (the tests' `one_worker_per_release`) each is a fork of a worker that imported SGLang once
+    (upstream/serve.py::spawn), which runs its job from the state a fresh worker runs it from."""
 
     def __init__(self, shards: list[tuple[dict[str, Any], int]], path: list[str]) -> None:
+        from . import serve
         from .install import release_env
 
         env = release_env(path)
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[Any] = []
         self.sel = selectors.DefaultSelector()
         for job, _cpus in shards:
-            p = subprocess.Popen(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=env, cwd=str(REPO), start_new_session=True)
-            assert p.stdin is not None and p.stdout is not None
-            p.stdin.write(json.dumps(job))
-            p.stdin.close()
+            if serve.active():  # inside serve.shared_workers(): a fork of a worker that imported SGLang once
+                p: Any = serve.spawn([*WORKER, "--serve-spawn"], env, str(REPO), job)
+            else:
+                p = subprocess.Popen(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env, cwd=str(REPO), start_new_session=True)
+                assert p.stdin is not None
+                p.stdin.write(json.dumps(job))
+                p.stdin.close()
+            assert p.stdout is not None
             self.procs.append(p)
             self.sel.register(p.stdout, selectors.EVENT_READ, p)
 

@@ -13,6 +13,14 @@ so a call answers what the one-shot worker answers; only the import is shared.
 cpu only (a fork after CUDA is initialised is not safe): `--device cuda` runs one-shot, as without
 `shared_workers()`. Outside `shared_workers()` nothing changes: every call starts its own process.
 
+`spawn` is the streaming form, for workers that write events as they go and run side by side
+(explore's shards, upstream/sched/explore.py `--serve-spawn`): the server forks a child per call
+whose stdout and stderr are a pipe and a file the caller passed with the call (SCM_RIGHTS over a
+socket pair), and does not wait for it; the caller reads the child's events as it would a one-shot
+worker's, and `Spawned` answers what `subprocess.Popen` does (pid, poll, wait, kill). Several
+children of one server run at once; the server reports each child's pid and, when it ends, its
+exit status.
+
 A server is keyed by its command and environment, except the variables in PER_CALL_ENV (pytest's
 PYTEST_CURRENT_TEST), which each call's child takes from its caller.
 
@@ -28,6 +36,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -61,11 +71,7 @@ def serve(run: Callable[[Any], Any]) -> int:
         if pid == 0:  # the child: the request, then out without the parent's atexit handlers
             code = 0
             try:
-                for k in PER_CALL_ENV:  # the caller's, as its one-shot worker would have them
-                    if call["env"].get(k) is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = call["env"][k]
+                _child_env({k: call["env"].get(k) for k in PER_CALL_ENV})
                 out = run(request)
                 sys.stdout.write(RESULT + json.dumps(out) + "\n")
             except SystemExit as e:
@@ -82,6 +88,77 @@ def serve(run: Callable[[Any], Any]) -> int:
         _pid, status = os.waitpid(pid, 0)
         sys.stdout.write(DONE + json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
         sys.stdout.flush()
+
+
+def _child_env(env: dict[str, str | None]) -> None:
+    for k, v in env.items():  # the caller's, as its one-shot worker would have them
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+MESSAGE_MAX = 1 << 20  # a call (a worker's job) or a reply, one datagram
+
+
+def serve_spawned(run: Callable[[Any], int], fd: int) -> int:
+    """`spawn`'s server: each call on the socket `fd` (a JSON message with two fds, the child's
+    stdout and stderr) runs `run(request)` (its exit status) in a fork whose fds 1 and 2 are those;
+    replies {"spawned": pid, "id"} at once and {"exited": pid, "rc"} when the child ends. Exits when
+    the caller closes its end."""
+    sock = socket.socket(fileno=fd)
+
+    def reap(_signum: int, _frame: Any) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            with contextlib.suppress(OSError):
+                sock.send(json.dumps({"exited": pid, "rc": os.waitstatus_to_exitcode(status)}).encode())
+
+    signal.signal(signal.SIGCHLD, reap)
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE_MAX, 2)
+        except OSError:
+            data, fds = b"", []
+        if not data:  # the caller is done (or gone): its children are its own to end
+            os._exit(0)
+        call = json.loads(data)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                sock.close()
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(fds[0], 1)
+                os.dup2(fds[1], 2)
+                for f in (null, *fds):
+                    os.close(f)
+                _child_env(call["env"])
+                code = run(call["request"])
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:  # noqa: BLE001 - reported as a one-shot worker's crash is
+                traceback.print_exc()
+                code = 1
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        for f in fds:
+            os.close(f)
+        with contextlib.suppress(OSError):
+            sock.send(json.dumps({"spawned": pid, "id": call["id"]}).encode())
 
 
 # -- client side ----------------------------------------------------------------------------------------------
@@ -131,7 +208,137 @@ class _Server:
             self.err.close()
 
 
+class _Spawner:
+    """The client of one `serve_spawned` server: its socket, and what it has said of its children."""
+
+    def __init__(self, cmd: Sequence[str], env: dict[str, str], cwd: str) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = mine
+        self.err = tempfile.TemporaryFile()  # the server's own (its setup's) stderr
+        self.p = subprocess.Popen([*cmd, str(theirs.fileno())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=self.err, env=env, cwd=cwd, start_new_session=True)
+        theirs.close()
+        self.lock = threading.Lock()
+        self.exited: dict[int, int] = {}
+        self.calls = 0
+
+    def _read(self, block: bool) -> dict[str, Any] | None:
+        self.sock.setblocking(block)
+        try:
+            data = self.sock.recv(MESSAGE_MAX)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            data = b""
+        if not data:
+            raise ConnectionError("the spawn server is gone")
+        msg = json.loads(data)
+        if "exited" in msg:
+            self.exited[msg["exited"]] = msg["rc"]
+        return msg
+
+    def spawn(self, request: Any, env: dict[str, str]) -> Spawned:
+        out_r, out_w = os.pipe()
+        err = tempfile.TemporaryFile("w+")
+        try:
+            with self.lock:
+                self.calls += 1
+                call = {"id": self.calls, "env": {k: env.get(k) for k in PER_CALL_ENV}, "request": request}
+                socket.send_fds(self.sock, [json.dumps(call).encode()], [out_w, err.fileno()])
+                while True:
+                    msg = self._read(block=True)
+                    if msg is not None and msg.get("id") == call["id"]:
+                        pid = int(msg["spawned"])
+                        break
+        except BaseException:
+            os.close(out_r)
+            err.close()
+            raise
+        finally:
+            os.close(out_w)
+        return Spawned(self, pid, os.fdopen(out_r, "r"), err)
+
+    def returncode(self, pid: int) -> int | None:
+        with self.lock:
+            try:
+                while self._read(block=False) is not None:
+                    pass
+            except ConnectionError:
+                if pid not in self.exited and not _alive(pid):
+                    self.exited[pid] = -signal.SIGKILL  # its server is gone, and it with it
+            return self.exited.get(pid)
+
+    def close(self) -> None:
+        self.sock.close()  # the server exits on it
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        finally:
+            self.err.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+class _ErrFile:
+    """A spawned child's stderr as a Popen's `stderr` reads: all of it (the child writes through
+    the same open file, so the offset is the child's)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+
+    def read(self) -> str:
+        self.f.seek(0)
+        return self.f.read()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+class Spawned:
+    """A child of a spawn server, as `_Workers` (upstream/explore.py) uses a `subprocess.Popen`."""
+
+    def __init__(self, server: _Spawner, pid: int, stdout: Any, err: Any) -> None:
+        self.server, self.pid, self.stdout, self.stderr = server, pid, stdout, _ErrFile(err)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.returncode(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import time
+
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(f"spawned worker {self.pid}", timeout or 0.0)
+            time.sleep(0.02)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 _POOLS: list[dict[tuple, _Server]] = []
+_SPAWNERS: list[dict[tuple, _Spawner]] = []
 _LOCK = threading.Lock()
 
 
@@ -139,24 +346,50 @@ _LOCK = threading.Lock()
 def shared_workers() -> Iterator[None]:
     """Within it, `ask` keeps one server per (command, environment); they are closed at the end."""
     pool: dict[tuple, _Server] = {}
+    spawners: dict[tuple, _Spawner] = {}
     _POOLS.append(pool)
+    _SPAWNERS.append(spawners)
     try:
         yield
     finally:
         with _LOCK:
             _POOLS.remove(pool)
+            _SPAWNERS.remove(spawners)
         for s in pool.values():
             s.close()
+        for sp in spawners.values():
+            sp.close()
 
 
 def active() -> bool:
     return bool(_POOLS)
 
 
+def _key(cmd: Sequence[str], env: dict[str, str], cwd: str) -> tuple:
+    return (tuple(cmd), tuple(sorted((k, v) for k, v in env.items() if k not in PER_CALL_ENV)), cwd)
+
+
+def spawn(cmd: Sequence[str], env: dict[str, str], cwd: str, request: Any) -> Spawned:
+    """`request` run by a child of the spawn server `cmd` (`cmd` + the socket's fd: a
+    `serve_spawned` worker; started in `env` on first use) of the innermost `shared_workers()`;
+    the child's stdout is `Spawned.stdout`. Only while `active()`."""
+    key = _key(cmd, env, cwd)
+    with _LOCK:
+        if not _SPAWNERS:
+            raise RuntimeError("serve.spawn outside serve.shared_workers()")
+        spawners = _SPAWNERS[-1]
+        sp = spawners.get(key)
+        if sp is None or sp.p.poll() is not None:  # a server that died is replaced
+            if sp is not None:
+                sp.close()
+            sp = spawners[key] = _Spawner(cmd, env, cwd)
+    return sp.spawn(request, env)
+
+
 def ask(cmd: Sequence[str], env: dict[str, str], cwd: str, request: Any) -> tuple[Any | None, int, str]:
     """`request` answered by the server `cmd` (started in `env` on first use) of the innermost
     `shared_workers()`: (result or None, exit status, stderr tail). Only while `active()`."""
-    key = (tuple(cmd), tuple(sorted((k, v) for k, v in env.items() if k not in PER_CALL_ENV)), cwd)
+    key = _key(cmd, env, cwd)
     with _LOCK:
         if not _POOLS:
             raise RuntimeError("serve.ask outside serve.shared_workers()")

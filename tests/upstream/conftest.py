@@ -31,7 +31,9 @@ def one_worker_per_release() -> Iterator[None]:
     """Every conformance (`conform.run`, cpu) and replay (`replay.run_worker`, no timeout) worker the
     module starts is a fork of one set-up process per (worker, release) (upstream/serve.py): the
     release is imported once, and each call still runs from the state a fresh worker runs it from,
-    so it answers what a one-shot worker answers. Other subprocesses (`-c` scripts, the CLI) are as before."""
+    so it answers what a one-shot worker answers; `kvmc explore`'s shard workers (run in-process by
+    `main`) are forks of one such process per release or tree (upstream/serve.py::spawn). Other
+    subprocesses (`-c` scripts, reproducers, the CLI run as a process) are as before."""
     from upstream.serve import shared_workers
 
     with shared_workers():

@@ -27,6 +27,8 @@ from model.transition import REGISTRY
 from specs.configs import CONFIGS
 from upstream.sched.compare import Comparer
 
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # explore's workers: forks of one import (conftest.py)
+
 
 def _model_point(config: str = "hybrid_swa") -> tuple[System, object, object]:
     from checker.engines.explicit_graph import param_points

@@ -21,6 +21,8 @@ import pytest
 
 from checker.cli import main
 
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # explore's workers: forks of one import (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 OOM_SEEDS = ["--seed", "120", "--walks", "10", "--depth", "12"]  # seed 125 breaks no_prefill_oom without #23174
 

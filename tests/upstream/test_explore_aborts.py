@@ -19,6 +19,8 @@ import pytest
 
 from checker.cli import main
 
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # explore's workers: forks of one import (conftest.py)
+
 
 def test_walks_with_aborts_run_clean_on_0_5_23(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from upstream.install import default_dir, is_installed

@@ -22,6 +22,8 @@ import pytest
 
 from checker.cli import main
 
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # explore's workers: forks of one import (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 POINT = ["--config", "hybrid_swa", "--seed", "125", "--property", "no_prefill_oom"]  # seed 125: #23174's OOM
 

@@ -31,6 +31,8 @@ from checker import executors, interrupt  # noqa: E402
 from checker.cli import main  # noqa: E402
 from checker.executors import ray_cluster  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # explore's workers: forks of one import (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 REVERTED = ["--sglang", "==0.5.13", "--revert", "chunked_swa_page_reserve", "--config", "hybrid_swa",
             "--property", "no_prefill_oom", "--property", "conservation"]

@@ -21,6 +21,8 @@ import pytest
 
 from checker.cli import main
 
+pytestmark = pytest.mark.usefixtures("one_worker_per_release")  # explore's workers: forks of one import (conftest.py)
+
 OOM = ["--sglang", "==0.5.13", "--revert", "chunked_swa_page_reserve", "--property", "no_prefill_oom",
        "--seed", "125", "--walks", "1", "--depth", "12"]  # seed 125 breaks no_prefill_oom without #23174
 BUSY = ["--sglang", "==0.5.10.post1", "--property", "busy_check_sound", "--walks", "1", "--depth", "8"]

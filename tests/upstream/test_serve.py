@@ -1,10 +1,12 @@
 """upstream/serve.py: the shared worker process (one per release) answers each call from a fork of
 its set-up state, so a call sees nothing an earlier call changed, and a call that fails reports as
-a one-shot worker's crash does. Checked on a stand-in server (no SGLang: a few milliseconds)."""
+a one-shot worker's crash does; `spawn`'s children stream their output and run side by side, with
+their exit status, stderr and kill as a Popen's. Checked on stand-in servers (no SGLang: a few milliseconds)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -92,3 +94,69 @@ def test_outside_shared_workers_there_is_no_server() -> None:
     assert not serve.active()
     with pytest.raises(RuntimeError, match="outside"):
         serve.ask(_cmd(), _env(), str(REPO), "ok")
+
+
+# -- spawn: children that stream and run side by side (explore's shard workers) ------------------------------
+SPAWNER = r'''
+import os, sys, time
+from upstream.serve import serve_spawned
+
+STATE = {"setup": os.getpid(), "calls": 0}
+
+def run(req):
+    STATE["calls"] += 1
+    if req["do"] == "stream":
+        for i in range(req["n"]):
+            print(f"{req['tag']} {i} calls={STATE['calls']} server={STATE['setup']} test={os.environ.get('PYTEST_CURRENT_TEST')}",
+                  flush=True)
+            time.sleep(req.get("sleep", 0))
+        return 0
+    if req["do"] == "raise":
+        raise RuntimeError("planted: the spawned call raised")
+    if req["do"] == "hang":
+        print("hanging", flush=True)
+        time.sleep(600)
+    return int(req["do"])
+
+serve_spawned(run, int(sys.argv[-1]))
+'''
+
+
+def _spawn_cmd() -> list[str]:
+    return [sys.executable, "-c", SPAWNER]
+
+
+def test_spawned_children_stream_side_by_side_from_the_set_up_state() -> None:
+    with serve.shared_workers():
+        a = serve.spawn(_spawn_cmd(), _env(PYTEST_CURRENT_TEST="t1 (call)"), str(REPO),
+                        {"do": "stream", "tag": "a", "n": 3, "sleep": 0.05})
+        b = serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "stream", "tag": "b", "n": 2})
+        la, lb = a.stdout.read().splitlines(), b.stdout.read().splitlines()
+        assert (a.wait(timeout=30), b.wait(timeout=30)) == (0, 0)
+    assert [ln.split()[:2] for ln in la] == [["a", "0"], ["a", "1"], ["a", "2"]], la
+    assert [ln.split()[:2] for ln in lb] == [["b", "0"], ["b", "1"]], lb
+    assert all("calls=1" in ln for ln in la + lb), (la, lb)  # neither saw the other's call
+    assert len({ln.split()[3] for ln in la + lb}) == 1  # one server
+    assert a.pid != b.pid and la[0].endswith("test=t1 (call)") and not lb[0].endswith("test=t1 (call)"), (la, lb)
+
+
+def test_a_spawned_child_reports_its_exit_status_and_stderr_and_can_be_killed() -> None:
+    import signal
+
+    with serve.shared_workers():
+        bad = serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "raise"})
+        three = serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "3"})
+        assert bad.stdout.read() == "" and bad.wait(timeout=30) == 1
+        assert "RuntimeError: planted: the spawned call raised" in bad.stderr.read()
+        assert three.wait(timeout=30) == 3 and "planted" not in three.stderr.read()
+        hung = serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "hang"})
+        assert hung.stdout.readline() == "hanging\n" and hung.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            hung.wait(timeout=0.2)
+        hung.kill()
+        assert hung.wait(timeout=30) == -signal.SIGKILL and hung.stdout.read() == ""
+
+
+def test_spawn_outside_shared_workers_raises() -> None:
+    with pytest.raises(RuntimeError, match="outside"):
+        serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "0"})

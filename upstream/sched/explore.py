@@ -528,7 +528,6 @@ def main() -> int:
     import os
     import signal
 
-    global _CHANNEL
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it ends this process with SIGTERM
     parent = os.environ.pop("KVMC_EXPLORE_PARENT", None)
     if parent:  # started by a Ray task (upstream/explore.py::run_shard_on_worker): it dies with that worker
@@ -537,10 +536,34 @@ def main() -> int:
         _die_with_parent()
         if os.getppid() != int(parent):  # the worker died before the line above took effect
             return 0
+    return run_job(json.loads(sys.stdin.read()))
+
+
+def serve_main(fd: int) -> int:
+    """`--serve-spawn FD` (upstream/serve.py::spawn, inside `shared_workers()`): SGLang imported and
+    set up once, then each job run by `run_job` in a fork, which starts from the set-up state a
+    fresh worker runs its job from (its `ready` says so: no import is left to time)."""
+    import signal
+
+    from ..serve import serve_spawned
+    from . import harness
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        harness.setup()
+    except Exception:  # noqa: BLE001 - each job's run_job reports it, as a one-shot worker does
+        pass
+    return serve_spawned(run_job, fd)
+
+
+def run_job(job: dict[str, Any]) -> int:
+    """One job (the module docstring's), its events on this process's stdout."""
+    import os
+
+    global _CHANNEL
     _CHANNEL = os.fdopen(os.dup(1), "w")  # one JSON line per event; whatever SGLang prints goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    job = json.loads(sys.stdin.read())
     t0 = time.time()
     from model.designs import PRESETS
     from specs.configs import CONFIGS
@@ -748,4 +771,6 @@ def replay_main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve-spawn"]:
+        sys.exit(serve_main(int(sys.argv[2])))
     sys.exit(replay_main() if sys.argv[1:] == ["--replay"] else main())
