@@ -169,6 +169,10 @@ class _Server:
                                   text=True, env=env, cwd=cwd, bufsize=1)
         self.lock = threading.Lock()
         self.asked = 0
+        self.users = 0  # calls holding it (serve._server)
+
+    def idle(self) -> bool:
+        return self.users == 0
 
     def ask(self, request: Any, env: dict[str, str]) -> tuple[Any | None, int, str]:
         """(the child's result or None, its exit status, what was written on stderr meanwhile)."""
@@ -220,7 +224,13 @@ class _Spawner:
         theirs.close()
         self.lock = threading.Lock()
         self.exited: dict[int, int] = {}
+        self.children: list[int] = []
         self.calls = 0
+        self.users = 0  # spawns under way (serve._server)
+
+    def idle(self) -> bool:
+        """No spawn under way and no child running (closing the server would lose their status)."""
+        return self.users == 0 and all(self.returncode(pid) is not None or not _alive(pid) for pid in self.children)
 
     def _read(self, block: bool) -> dict[str, Any] | None:
         self.sock.setblocking(block)
@@ -249,6 +259,7 @@ class _Spawner:
                     msg = self._read(block=True)
                     if msg is not None and msg.get("id") == call["id"]:
                         pid = int(msg["spawned"])
+                        self.children.append(pid)
                         break
         except BaseException:
             os.close(out_r)
@@ -337,28 +348,33 @@ class Spawned:
         self.send_signal(signal.SIGKILL)
 
 
-_POOLS: list[dict[tuple, _Server]] = []
-_SPAWNERS: list[dict[tuple, _Spawner]] = []
+_POOLS: list[dict[tuple, Any]] = []  # per shared_workers(), its servers (_Server and _Spawner), least recently used first
 _LOCK = threading.Lock()
+# servers kept at once per shared_workers(): each holds a release imported (about 0.5 GB); past it the
+# least recently used idle one is closed (a later call on it starts it again)
+MAX_SERVERS = int(os.environ.get("KVMC_SERVE_MAX", "6"))
 
 
 @contextlib.contextmanager
-def shared_workers() -> Iterator[None]:
-    """Within it, `ask` keeps one server per (command, environment); they are closed at the end."""
-    pool: dict[tuple, _Server] = {}
-    spawners: dict[tuple, _Spawner] = {}
+def shared_workers(keep: dict[tuple, Any] | None = None) -> Iterator[None]:
+    """Within it, `ask` and `spawn` keep one server per (command, environment), at most
+    MAX_SERVERS of them; they are closed at the end. `keep`: a pool that outlives the block (its
+    servers are reused by the next block given it; `close_pool` ends them)."""
+    pool: dict[tuple, Any] = {} if keep is None else keep
     _POOLS.append(pool)
-    _SPAWNERS.append(spawners)
     try:
         yield
     finally:
         with _LOCK:
             _POOLS.remove(pool)
-            _SPAWNERS.remove(spawners)
-        for s in pool.values():
-            s.close()
-        for sp in spawners.values():
-            sp.close()
+        if keep is None:
+            close_pool(pool)
+
+
+def close_pool(pool: dict[tuple, Any]) -> None:
+    for s in list(pool.values()):
+        s.close()
+    pool.clear()
 
 
 def active() -> bool:
@@ -369,35 +385,49 @@ def _key(cmd: Sequence[str], env: dict[str, str], cwd: str) -> tuple:
     return (tuple(cmd), tuple(sorted((k, v) for k, v in env.items() if k not in PER_CALL_ENV)), cwd)
 
 
+def _server(kind: Any, cmd: Sequence[str], env: dict[str, str], cwd: str, what: str) -> Any:
+    """The innermost pool's server of (cmd, env, cwd), started (or restarted: one that died is
+    replaced, as a one-shot call starts afresh) as needed, marked in use; call `_release` after."""
+    key = _key(cmd, env, cwd)
+    with _LOCK:
+        if not _POOLS:
+            raise RuntimeError(f"serve.{what} outside serve.shared_workers()")
+        pool = _POOLS[-1]
+        s = pool.pop(key, None)
+        if s is None or s.p.poll() is not None:
+            if s is not None:
+                s.close()
+            idle = [k for k, v in pool.items() if v.idle()]
+            while len(pool) >= MAX_SERVERS and idle:
+                pool.pop(idle.pop(0)).close()
+            s = kind(cmd, env, cwd)
+        pool[key] = s  # the most recently used, last
+        s.users += 1
+        return s
+
+
+def _release(s: Any) -> None:
+    with _LOCK:
+        s.users -= 1
+
+
 def spawn(cmd: Sequence[str], env: dict[str, str], cwd: str, request: Any) -> Spawned:
     """`request` run by a child of the spawn server `cmd` (`cmd` + the socket's fd: a
     `serve_spawned` worker; started in `env` on first use) of the innermost `shared_workers()`;
     the child's stdout is `Spawned.stdout`. Only while `active()`."""
-    key = _key(cmd, env, cwd)
-    with _LOCK:
-        if not _SPAWNERS:
-            raise RuntimeError("serve.spawn outside serve.shared_workers()")
-        spawners = _SPAWNERS[-1]
-        sp = spawners.get(key)
-        if sp is None or sp.p.poll() is not None:  # a server that died is replaced
-            if sp is not None:
-                sp.close()
-            sp = spawners[key] = _Spawner(cmd, env, cwd)
-    return sp.spawn(request, env)
+    sp = _server(_Spawner, cmd, env, cwd, "spawn")
+    try:
+        return sp.spawn(request, env)
+    finally:
+        _release(sp)
 
 
 def ask(cmd: Sequence[str], env: dict[str, str], cwd: str, request: Any) -> tuple[Any | None, int, str]:
     """`request` answered by the server `cmd` (started in `env` on first use) of the innermost
     `shared_workers()`: (result or None, exit status, stderr tail). Only while `active()`."""
-    key = _key(cmd, env, cwd)
-    with _LOCK:
-        if not _POOLS:
-            raise RuntimeError("serve.ask outside serve.shared_workers()")
-        pool = _POOLS[-1]
-        s = pool.get(key)
-        if s is None or s.p.poll() is not None:  # a server that died is replaced, as a one-shot call starts afresh
-            if s is not None:
-                s.close()
-            s = pool[key] = _Server(cmd, env, cwd)
-    with s.lock:  # one call at a time per server (calls on other releases run beside it)
-        return s.ask(request, env)
+    s = _server(_Server, cmd, env, cwd, "ask")
+    try:
+        with s.lock:  # one call at a time per server (calls on other releases run beside it)
+            return s.ask(request, env)
+    finally:
+        _release(s)

@@ -26,15 +26,27 @@ def sglang_root() -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def release_servers() -> Iterator[dict]:
+    """The servers of `one_worker_per_release`, kept from one module to the next (a release is
+    imported once per pytest worker, at most upstream/serve.py::MAX_SERVERS at once)."""
+    from upstream.serve import close_pool
+
+    pool: dict = {}
+    yield pool
+    close_pool(pool)
+
+
 @pytest.fixture(scope="module")
-def one_worker_per_release() -> Iterator[None]:
+def one_worker_per_release(release_servers: dict) -> Iterator[None]:
     """Every conformance (`conform.run`, cpu) and replay (`replay.run_worker`, no timeout) worker the
-    module starts is a fork of one set-up process per (worker, release) (upstream/serve.py): the
-    release is imported once, and each call still runs from the state a fresh worker runs it from,
-    so it answers what a one-shot worker answers; `kvmc explore`'s shard workers (run in-process by
+    module starts is a fork of one set-up process per (worker, release) (upstream/serve.py, kept
+    for the next module that opts in: `release_servers`): the release is imported once, and each
+    call still runs from the state a fresh worker runs it from, so it answers what a one-shot
+    worker answers; `kvmc explore`'s shard workers (run in-process by
     `main`) are forks of one such process per release or tree (upstream/serve.py::spawn). Other
     subprocesses (`-c` scripts, reproducers, the CLI run as a process) are as before."""
     from upstream.serve import shared_workers
 
-    with shared_workers():
+    with shared_workers(release_servers):
         yield

@@ -160,3 +160,18 @@ def test_a_spawned_child_reports_its_exit_status_and_stderr_and_can_be_killed() 
 def test_spawn_outside_shared_workers_raises() -> None:
     with pytest.raises(RuntimeError, match="outside"):
         serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "0"})
+
+
+def test_past_max_servers_the_least_recently_used_idle_one_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serve, "MAX_SERVERS", 2)
+    with serve.shared_workers():
+        a, _, _ = serve.ask(_cmd(), _env(KVMC_TEST_RELEASE="a"), str(REPO), "ok")
+        hung = serve.spawn(_spawn_cmd(), _env(), str(REPO), {"do": "hang"})  # busy: never closed under it
+        assert hung.stdout.readline() == "hanging\n"
+        b, _, _ = serve.ask(_cmd(), _env(KVMC_TEST_RELEASE="b"), str(REPO), "ok")  # a's server (idle, oldest) goes
+        again, _, _ = serve.ask(_cmd(), _env(KVMC_TEST_RELEASE="a"), str(REPO), "ok")  # b's goes, the spawner stays
+        kinds = sorted(type(v).__name__ for v in serve._POOLS[-1].values())
+        assert kinds == ["_Server", "_Spawner"] and hung.poll() is None, kinds
+        hung.kill()
+        assert hung.wait(timeout=30) == -9
+    assert again["server"] != a["server"] and b["server"] != a["server"], (a, b, again)
