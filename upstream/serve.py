@@ -69,25 +69,35 @@ def serve(run: Callable[[Any], Any]) -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # the child: the request, then out without the parent's atexit handlers
-            code = 0
-            try:
+
+            def answer() -> int:
                 _child_env({k: call["env"].get(k) for k in PER_CALL_ENV})
-                out = run(request)
-                sys.stdout.write(RESULT + json.dumps(out) + "\n")
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except BaseException:  # noqa: BLE001 - reported as a one-shot worker's crash is
-                traceback.print_exc()
-                code = 1
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code)
+                sys.stdout.write(RESULT + json.dumps(run(request)) + "\n")
+                return 0
+
+            _exit_child(answer)
         _pid, status = os.waitpid(pid, 0)
         sys.stdout.write(DONE + json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
         sys.stdout.flush()
+
+
+def _exit_child(body: Callable[[], int]) -> None:
+    """A forked child's end: `body()`'s status, SystemExit's code, or 1 with the traceback on
+    stderr (as a one-shot worker's crash reads); out without the server's atexit handlers."""
+    code = 1
+    try:
+        code = body()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: BLE001 - reported as a one-shot worker's crash is
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def _child_env(env: dict[str, str | None]) -> None:
@@ -132,8 +142,8 @@ def serve_spawned(run: Callable[[Any], int], fd: int) -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            code = 1
-            try:
+
+            def job() -> int:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 sock.close()
                 null = os.open(os.devnull, os.O_RDONLY)
@@ -143,18 +153,9 @@ def serve_spawned(run: Callable[[Any], int], fd: int) -> int:
                 for f in (null, *fds):
                     os.close(f)
                 _child_env(call["env"])
-                code = run(call["request"])
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except BaseException:  # noqa: BLE001 - reported as a one-shot worker's crash is
-                traceback.print_exc()
-                code = 1
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code)
+                return run(call["request"])
+
+            _exit_child(job)
         for f in fds:
             os.close(f)
         with contextlib.suppress(OSError):
