@@ -117,6 +117,11 @@ def test_the_background_proof_proves_what_the_inline_one_does(background: bool, 
     from checker.engines import induction
 
     monkeypatch.setattr(induction, "JOINT_AFTER_MS", 1_800_000)
+    # ... and its work cap (JOINT_RLIMIT, which this query fits in a fresh process): after the hybrid_swa tests above
+    # (or another file on the same xdist worker) z3's context holds their terms and the same query
+    # took over 80M, so the background attempt alone went to 120 split cases (20-48 s instead of 5);
+    # the inline attempt has no cap, so without one both ask the same joint query
+    monkeypatch.setattr(induction, "JOINT_RLIMIT", 0)
     # not niced: beside another test's process the niced child got a fraction of a core while the
     # BMC went on deepening until the proof closed (12 s idle, 80 s so); the niceness is tuning too
     monkeypatch.setattr(run, "PROOF_NICE", 0)
