@@ -1042,24 +1042,30 @@ def _rate(res: dict[str, Any]) -> str:
 
 
 def cmd_explore(args: Any) -> int:
-    from checker import executors
-
     with contextlib.ExitStack() as trees:  # a CHECKOUT@REF tree lives as long as the explore
         try:
             plan = _plan(args, trees)
         except UpstreamUsageError as e:
             print(f"kvmc: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        try:
-            # `--executor ray`: the shards as Ray tasks; a local instance started here is shut down
-            # after the run, also on an error or an interrupt (checker/executors/__init__.py::use)
-            with executors.use(getattr(args, "executor", "local"), getattr(args, "ray_address", None)) as ex:
-                if args.jobs is None:  # --executor ray without --jobs: a shard per CPU of the cluster
-                    args.jobs = ex.capacity() if ex is not None else 1
-                return _explore(args, plan, ex)
-        except executors.ExecutorError as e:  # Ray that cannot start or be reached
-            print(f"kvmc: error: {e}", file=sys.stderr)
-            return EXIT_USAGE
+        return with_executor(args, lambda ex: _explore(args, plan, ex))
+
+
+def with_executor(opts: Any, run: Any) -> int:
+    """`run(ex)` with the run's executor (`--executor ray`: the shards as Ray tasks; a local
+    instance started here is shut down after the run, also on an error or an interrupt,
+    checker/executors/__init__.py::use); `opts.jobs` None: a shard per CPU of the cluster. Ray
+    that cannot start or be reached: one line, exit 2."""
+    from checker import executors
+
+    try:
+        with executors.use(getattr(opts, "executor", "local"), getattr(opts, "ray_address", None)) as ex:
+            if opts.jobs is None:
+                opts.jobs = ex.capacity() if ex is not None else 1
+            return run(ex)
+    except executors.ExecutorError as e:
+        print(f"kvmc: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _explore(args: Any, plan: dict[str, Any], ex: Any = None) -> int:

@@ -269,7 +269,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 def cmd_sglang_review(args: Any) -> int:
     """`kvmc review --sglang-base/--sglang-head` (dispatched by checker/cli/review.py)."""
-    from checker import executors
+    from .explore import with_executor
 
     with contextlib.ExitStack() as trees:  # a CHECKOUT@REF side's temporary tree lives as long as the review
         try:
@@ -277,17 +277,8 @@ def cmd_sglang_review(args: Any) -> int:
         except UpstreamUsageError as e:
             print(f"kvmc: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        sa = pl["args"]
-        try:
-            # one Ray instance (or cluster) for both sides; a local one started here is shut down
-            # after the review, also on an error or an interrupt (checker/executors/__init__.py::use)
-            with executors.use(sa.executor, sa.ray_address) as ex:
-                if sa.jobs is None:  # --executor ray without --jobs: a shard per CPU of the cluster
-                    sa.jobs = ex.capacity() if ex is not None else 1
-                return _review(args, pl, ex)
-        except executors.ExecutorError as e:  # Ray that cannot start or be reached
-            print(f"kvmc: error: {e}", file=sys.stderr)
-            return EXIT_USAGE
+        # one Ray instance (or cluster) for both sides (`--executor ray`)
+        return with_executor(pl["args"], lambda ex: _review(args, pl, ex))
 
 
 def _review(args: Any, pl: dict[str, Any], ex: Any = None) -> int:
