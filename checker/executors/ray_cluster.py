@@ -37,6 +37,22 @@ RETRIES = int(os.environ.get("KVMC_RAY_RETRIES", "2"))  # re-runs of a task whos
 WAIT_S = 0.5  # a `wait` returns at least this often, so an interrupt lands promptly
 
 
+def _signal_passes(call: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """`call(*args, **kw)` (a blocking Ray call), with an exception raised by a signal handler while
+    it ran surfacing as itself. Ray's `wait` and `get` run Python's signal handlers from inside C++
+    and pass only a KeyboardInterrupt through; kvmc's `Interrupted` (checker/interrupt.py) came out as
+    "SystemError: ... returned a result with an exception set", which the command line reported as
+    a bare interrupt, without the partial report (tests/upstream/test_explore_ray.py's Ctrl-C test,
+    whenever the signal landed inside a `wait`)."""
+    try:
+        return call(*args, **kw)
+    except SystemError as e:
+        inner = e.__context__
+        if inner is not None and not isinstance(inner, Exception):
+            raise inner from None
+        raise
+
+
 class RayExecutor:
     name = "ray"
 
@@ -130,7 +146,7 @@ class RayExecutor:
             return []
         t0 = time.monotonic()
         try:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s, fetch_local=True)
+            ready, _ = _signal_passes(ray.wait, refs, num_returns=len(refs), timeout=timeout_s, fetch_local=True)
         finally:
             self.waited_s += time.monotonic() - t0
         return ready
@@ -142,7 +158,7 @@ class RayExecutor:
         from ray import exceptions as rx
 
         try:
-            return "ok", ray.get(ref)
+            return "ok", _signal_passes(ray.get, ref)
         except rx.RayTaskError as e:  # the task's own exception, not a fault of the cluster
             raise e.as_instanceof_cause() from None
         except (rx.WorkerCrashedError, rx.NodeDiedError, rx.OutOfMemoryError, rx.ObjectLostError,
@@ -185,7 +201,7 @@ class RayExecutor:
             return []
         t0 = time.monotonic()
         try:
-            ready, _ = ray.wait(gens, num_returns=len(gens), timeout=timeout_s, fetch_local=True)
+            ready, _ = _signal_passes(ray.wait, gens, num_returns=len(gens), timeout=timeout_s, fetch_local=True)
         finally:
             self.waited_s += time.monotonic() - t0
         out: list[tuple[Any, str, Any]] = []
@@ -196,7 +212,7 @@ class RayExecutor:
                 out.append((g, "end", None))
                 continue
             try:
-                out.append((g, "ok", ray.get(ref)))
+                out.append((g, "ok", _signal_passes(ray.get, ref)))
             except rx.RayTaskError as e:
                 raise e.as_instanceof_cause() from None
             except (rx.WorkerCrashedError, rx.NodeDiedError, rx.OutOfMemoryError, rx.ObjectLostError,

@@ -186,3 +186,32 @@ def test_a_sweep_on_ray_matches_local(on_ray: Any, tmp_path: Path, monkeypatch: 
     assert verdicts(got) == verdicts(ref), (verdicts(got), verdicts(ref))
     assert verdicts(got)[1][1]["conservation"] == "violated"
     assert Path(got[1]["results"]["conservation"]["counterexample"]).is_file()
+
+
+@pytest.mark.parametrize("call", ["wait", "result"])
+def test_a_signal_inside_a_ray_call_surfaces_as_itself(ray_ex: Any, call: str) -> None:
+    """Ray runs Python's signal handlers inside its blocking calls and lets only a KeyboardInterrupt
+    through; kvmc's handler raises `Interrupted` (checker/interrupt.py), which came out as a
+    SystemError and lost the partial report (`kvmc explore --executor ray`, Ctrl-C). (Ray raises it
+    when its call returns, not at once: the driver's waits are short, WAIT_S.)"""
+    from checker import interrupt
+
+    def sleeping(s: float) -> None:  # nested: Ray ships it by value (a test module is not on a worker's path)
+        time.sleep(s)
+
+    ref = ray_ex.submit(sleeping, 3, retries=0)
+    old = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        raise interrupt.Interrupted(signum)
+
+    signal.signal(signal.SIGINT, handler)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(interrupt.Interrupted):
+            ray_ex.wait([ref], timeout_s=3) if call == "wait" else ray_ex.result(ref)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+        ray_ex.cancel([ref])

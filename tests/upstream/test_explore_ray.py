@@ -221,7 +221,7 @@ def test_ctrl_c_on_ray_reports_and_leaves_no_process(sched_root: Path, tmp_path:
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, out + err[-2000:]
-    assert "INTERRUPTED by SIGINT" in out and "conservation" in out and "no violation in" in out, out
+    assert "INTERRUPTED by SIGINT" in out and "conservation" in out and "no violation in" in out, out + err[-2000:]
     left: list[tuple[int, bytes]] = []
     for _ in range(50):  # reaped processes may take a moment to go
         left = _tagged(tag, p.pid)
