@@ -198,13 +198,29 @@ def _alive(pid: int) -> bool:
         return not os.path.isdir("/proc")  # no /proc: assume alive
 
 
-def reap(grace_s: float = REAP_GRACE_S) -> list[int]:
+_SPARED: set[int] = set()  # descendants this process's own runtime needs until it has reported
+
+
+def spare(pids: list[int]) -> None:
+    """Keep `pids` (not their descendants) through an interrupt's first reaps, for the last one
+    (`reap(everything=True)`: leaving `handling()`, `exit_now`, an executor's shutdown). Ray's GCS
+    and raylet of a local instance (checker/executors/ray_cluster.py): the driver's core worker ends
+    the whole process, exit 1, when its raylet dies, and that beat the partial report."""
+    _SPARED.update(pids)
+
+
+def reap(grace_s: float = REAP_GRACE_S, everything: bool = False) -> list[int]:
     """End every descendant: SIGTERM (the whole tree is listed first, so a grandchild whose parent
     dies first is not lost), then SIGKILL what is left after `grace_s`. Returns the pids ended.
-    Does not wait() for them: multiprocessing does, for its own children."""
+    Does not wait() for them: multiprocessing does, for its own children. The `spare`d processes
+    only with `everything`, after stdout and stderr are flushed (ending one may end this process)."""
+    if everything:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
     ended: list[int] = []
     for _ in range(3):  # a pool may start a replacement worker while we kill
-        pids = [p for p in descendants() if p not in ended]
+        pids = [p for p in descendants() if p not in ended and (everything or p not in _SPARED)]
         if not pids:
             break
         for p in pids:
@@ -218,13 +234,15 @@ def reap(grace_s: float = REAP_GRACE_S) -> list[int]:
         if _alive(p):
             with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)
+    if everything:
+        _SPARED.clear()
     return ended
 
 
 # -- handlers ---------------------------------------------------------------------------------------
 def _hard_exit(signum: int, why: str) -> None:
     with contextlib.suppress(Exception):
-        reap(0.2)
+        reap(0.2, everything=True)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):
@@ -411,7 +429,7 @@ def handling() -> Iterator[None]:
         wfd.close()  # the watcher's recv returns
         rfd.close()
         if _signalled is not None:
-            reap()
+            reap(everything=True)
             clear_z3()
 
 
@@ -420,9 +438,11 @@ def exit_now(code: int) -> None:
     would join its threads; multiprocessing's finalizers would join killed children). A fork pool's
     thread may have started a replacement worker after the reap on leaving `handling()` (seen on a
     loaded machine: two case workers left in the group): they are ended here, last."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
     if _signalled is not None:
         with contextlib.suppress(Exception):
-            reap()
+            reap(everything=True)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):

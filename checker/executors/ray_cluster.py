@@ -77,8 +77,16 @@ class RayExecutor:
             return
         try:
             if self.address is None:
+                from checker import interrupt
+
+                before = set(interrupt.descendants())
                 ray.init(num_cpus=self.workers or os.cpu_count() or 1, **kw)
                 self.owned = True
+                # the instance (GCS, raylet, the raylet's agents, which it dies with, its idle
+                # workers) lives through an interrupt's first reap, which ends the tasks' own
+                # processes: the driver exits (1) when its raylet dies, before its partial report;
+                # `shutdown` disconnects first (checker/interrupt.py::spare)
+                interrupt.spare([p for p in interrupt.descendants() if p not in before])
             else:
                 ray.init(address=self.address, **kw)
         except (ConnectionError, ValueError, RuntimeError) as e:
@@ -94,9 +102,12 @@ class RayExecutor:
         from checker import interrupt
 
         if self.owned and interrupt.requested():
-            # Ctrl-C / SIGTERM: the instance's processes are this one's descendants; ended at once
-            # (`ray.shutdown` would wait on them for seconds, past the interrupt's deadline)
-            interrupt.reap(0.5)
+            # Ctrl-C / SIGTERM: the tasks' workers are ended already (the interrupt's first reap);
+            # the driver disconnects before its raylet goes, or the raylet's death ends this
+            # process (exit 1) before it has said what was established
+            if ray.is_initialized():
+                ray.shutdown()
+            interrupt.reap(0.5, everything=True)
         elif self.owned and ray.is_initialized():
             ray.shutdown()
         self.owned = False
