@@ -209,6 +209,11 @@ def spare(pids: list[int]) -> None:
     _SPARED.update(pids)
 
 
+def unspare(pids: list[int]) -> None:
+    """`pids` are gone without an interrupt (an executor shut down normally): forget them."""
+    _SPARED.difference_update(pids)
+
+
 def reap(grace_s: float = REAP_GRACE_S, everything: bool = False) -> list[int]:
     """End every descendant: SIGTERM (the whole tree is listed first, so a grandchild whose parent
     dies first is not lost), then SIGKILL what is left after `grace_s`. Returns the pids ended.
@@ -438,8 +443,6 @@ def exit_now(code: int) -> None:
     would join its threads; multiprocessing's finalizers would join killed children). A fork pool's
     thread may have started a replacement worker after the reap on leaving `handling()` (seen on a
     loaded machine: two case workers left in the group): they are ended here, last."""
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
     if _signalled is not None:
         with contextlib.suppress(Exception):
             reap(everything=True)

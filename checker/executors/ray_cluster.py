@@ -60,6 +60,7 @@ class RayExecutor:
         self.address = address
         self.workers = workers
         self.owned = False  # a local instance this run started (and shuts down)
+        self.spared: list[int] = []  # its processes, kept through an interrupt's first reap
         self.pid = os.getpid()  # the driver (a fork of it must not use its connection)
         self._remote: dict[tuple[Callable[..., Any], int], Any] = {}
         self._streams: dict[tuple[Callable[..., Any], int, int], Any] = {}  # generator tasks (`stream`)
@@ -86,7 +87,8 @@ class RayExecutor:
                 # workers) lives through an interrupt's first reap, which ends the tasks' own
                 # processes: the driver exits (1) when its raylet dies, before its partial report;
                 # `shutdown` disconnects first (checker/interrupt.py::spare)
-                interrupt.spare([p for p in interrupt.descendants() if p not in before])
+                self.spared = [p for p in interrupt.descendants() if p not in before]
+                interrupt.spare(self.spared)
             else:
                 ray.init(address=self.address, **kw)
         except (ConnectionError, ValueError, RuntimeError) as e:
@@ -110,6 +112,8 @@ class RayExecutor:
             interrupt.reap(0.5, everything=True)
         elif self.owned and ray.is_initialized():
             ray.shutdown()
+        interrupt.unspare(self.spared)
+        self.spared = []
         self.owned = False
 
     def capacity(self) -> int:
